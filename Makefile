@@ -1,0 +1,72 @@
+# Adaptive per-token computation: CPU (Eigen + OpenMP) and CUDA build.
+#
+#   make              CPU programs (train_cpu, tokenize, eval, generate, bench)
+#   make test         build and run every GoogleTest suite (no GPU needed)
+#   make train_cpu    the CPU trainer
+#   make bench        CPU throughput benchmark
+#   make train_gpu    the CUDA trainer (needs nvcc)
+#
+# Layout: library code in src/<area>/*.cpp is compiled once into build/libada.a;
+# each src/apps/<name>.cpp becomes the program ./<name>; each tests/*.cpp is a
+# GoogleTest file linked into build/run_tests.
+
+CXX      ?= g++
+NVCC     ?= nvcc
+OPT      ?= -O3 -march=native
+CXXFLAGS ?= $(OPT) -g1
+CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-class-memaccess -Isrc -I. -MMD -MP
+EIGEN_INC ?= /usr/include/eigen3
+CXXFLAGS += -isystem $(EIGEN_INC) -DEIGEN_NO_DEBUG
+LDFLAGS  += -fopenmp
+LDLIBS   += -lpthread
+
+BUILD := build
+LIB_SRCS  := $(filter-out src/apps/%,$(wildcard src/*/*.cpp))
+LIB_OBJS  := $(patsubst src/%.cpp,$(BUILD)/src/%.o,$(LIB_SRCS))
+APP_SRCS  := $(wildcard src/apps/*.cpp)
+APPS      := $(patsubst src/apps/%.cpp,%,$(APP_SRCS))
+TEST_SRCS := $(wildcard tests/*.cpp)
+TEST_OBJS := $(patsubst tests/%.cpp,$(BUILD)/tests/%.o,$(TEST_SRCS))
+LIB := $(BUILD)/libada.a
+
+.PHONY: all test check-deps clean bench
+all: check-deps $(APPS)
+
+# One clear message when a build dependency is missing (fresh Debian/Ubuntu machine).
+check-deps:
+	@test -f $(EIGEN_INC)/Eigen/Dense || { echo "error: Eigen headers not found in $(EIGEN_INC)."; \
+	  echo "  install them with:  sudo apt-get install -y libeigen3-dev   (or set EIGEN_INC=/path/to/eigen3)"; exit 1; }
+
+check-gtest:
+	@test -f /usr/include/gtest/gtest.h || { echo "error: GoogleTest not found (/usr/include/gtest/gtest.h)."; \
+	  echo "  install it with:  sudo apt-get install -y libgtest-dev"; exit 1; }
+
+$(BUILD)/src/%.o: src/%.cpp | check-deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(APPS): %: $(BUILD)/src/apps/%.o $(LIB)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%.o: tests/%.cpp | check-deps check-gtest
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/run_tests: $(TEST_OBJS) $(LIB)
+	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)
+
+# GTEST_ARGS can select suites, e.g. make test GTEST_ARGS=--gtest_filter='GradCheck*'
+test: all $(BUILD)/run_tests
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BUILD)/run_tests $(GTEST_ARGS)
+
+bench: bench_cpu
+	./bench_cpu
+
+clean:
+	rm -rf $(BUILD) $(APPS) train_gpu
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
