@@ -20,16 +20,25 @@ CXXFLAGS += -isystem $(EIGEN_INC) -DEIGEN_NO_DEBUG
 LDFLAGS  += -fopenmp
 LDLIBS   += -lpthread
 
-BUILD := build
+BUILD ?= build
+BIN   ?= .
 LIB_SRCS  := $(filter-out src/apps/%,$(wildcard src/*/*.cpp))
 LIB_OBJS  := $(patsubst src/%.cpp,$(BUILD)/src/%.o,$(LIB_SRCS))
 APP_SRCS  := $(wildcard src/apps/*.cpp)
-APPS      := $(patsubst src/apps/%.cpp,%,$(APP_SRCS))
+APP_NAMES := $(patsubst src/apps/%.cpp,%,$(APP_SRCS))
+ifeq ($(BIN),.)
+APPS := $(APP_NAMES)
+else
+APPS := $(addprefix $(BIN)/,$(APP_NAMES))
+# 'make train_cpu' still works when the programs go to another folder.
+.PHONY: $(APP_NAMES)
+$(APP_NAMES): %: $(BIN)/%
+endif
 TEST_SRCS := $(wildcard tests/*.cpp)
 TEST_OBJS := $(patsubst tests/%.cpp,$(BUILD)/tests/%.o,$(TEST_SRCS))
 LIB := $(BUILD)/libada.a
 
-.PHONY: all test check-deps clean bench
+.PHONY: all test check-deps check-gtest clean bench
 all: check-deps $(APPS)
 
 # One clear message when a build dependency is missing (fresh Debian/Ubuntu machine).
@@ -49,7 +58,8 @@ $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(APPS): %: $(BUILD)/src/apps/%.o $(LIB)
+$(APPS): $(BIN)/%: $(BUILD)/src/apps/%.o $(LIB)
+	@mkdir -p $(BIN)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/%.o: tests/%.cpp | check-deps check-gtest

@@ -1,0 +1,42 @@
+// Model configuration: the sizes of the LLaMA-style backbone, presets by name,
+// and the parameter / FLOP counts derived from them.
+//
+// Names used in shape comments throughout the code:
+//   B batch, T sequence length, D model width (dim), H heads, hs = D/H head
+//   size, F SwiGLU hidden width, V vocabulary (rows of the embedding and head),
+//   L layers, N rows of one backbone pass (tokens actually computed).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace ada {
+
+struct ModelConfig {
+  std::string name = "tiny";
+  int vocab = 4096;         // V
+  int dim = 128;            // D
+  int layers = 4;           // L
+  int heads = 4;            // H
+  int hidden = 384;         // F, SwiGLU hidden width
+  int max_seq = 1024;       // largest position the model supports (RoPE table)
+  bool tied = false;        // output head shares the embedding table
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+
+  int head_dim() const { return dim / heads; }
+  // Throws ada::Error naming the first impossible value.
+  void validate() const;
+
+  // Parameters of the backbone (embedding, blocks, final norm, head).
+  long long num_params() const;
+  // Parameters that take part in matmuls per token, per pass (the blocks).
+  long long num_block_matmul_params() const;
+  std::string describe() const;
+};
+
+// Presets: "test" (gradient-check size), "tiny" (~2M params, CPU default),
+// "small", "70m" (Pythia-70M-sized). Throws on an unknown name.
+ModelConfig preset_config(const std::string& name);
+std::vector<std::string> preset_names();
+
+}  // namespace ada

@@ -1,0 +1,90 @@
+// The interface every method implements. A method decides how the backbone
+// runs per token (how many passes, which tokens are still active, what is fed
+// back, which positions attend to which) and how the per-pass predictions
+// combine into the loss. It is written once as a template over the backend.
+//
+// The calls of one training micro-step, in order:
+//   forward(model, batch, training)   loss and saved activations
+//   backward(model, loss_scale)       accumulate d(loss * loss_scale) into model.grads
+//   stats(model)                      host summary (loss, FLOPs, halting statistics)
+// and for generation: decoder(model) gives a KV-cached incremental decoder.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/model.h"
+
+namespace ada {
+
+// One batch of training text: B sequences of T positions. targets[i] is the
+// token that follows inputs[i]; -1 marks a position without loss.
+struct Batch {
+  int B = 0, T = 0;
+  std::vector<int> inputs;   // (B*T)
+  std::vector<int> targets;  // (B*T)
+};
+
+// Host summary of one forward.
+struct StepStats {
+  double loss = 0;         // the method's training objective
+  double ce = 0;           // mean -log q(y) of the method's next-token prediction (comparable across methods)
+  double tokens = 0;       // supervised positions
+  double fwd_flops = 0;    // forward FLOPs actually spent on the batch
+  double train_flops = 0;  // forward + backward FLOPs
+  std::vector<std::pair<std::string, double>> halting;  // method statistics, e.g. {"passes", 2.7}
+};
+
+// Incremental decoding: feed one token at a time, read the distribution of
+// the next one. Keeps the method's KV caches between calls.
+template <class Bk>
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  // Appends `token` at the next position and returns the next-token
+  // probabilities (V, host).
+  virtual const std::vector<double>& step(int token) = 0;
+  virtual int length() const = 0;           // tokens fed so far
+  virtual double flops() const = 0;         // forward FLOPs spent so far
+  virtual double passes_last() const { return 1; }  // passes (or steps) used for the last token
+};
+
+template <class Bk>
+class Method {
+ public:
+  using T = typename Bk::Real;
+  virtual ~Method() = default;
+  virtual std::string name() const = 0;
+  // How many times the block stack runs per token at most (init depth
+  // scaling, and the "x vanilla" figure of the reports).
+  virtual int max_passes() const { return 1; }
+  // Declares the method's own tensors (pause embedding, gates, ...).
+  virtual void add_params(ParamLayout&, const ModelConfig&) {}
+
+  virtual void forward(Model<Bk>& m, const Batch& batch, bool training) = 0;
+  virtual void backward(Model<Bk>& m, double loss_scale) = 0;
+  virtual StepStats stats(Model<Bk>& m) = 0;
+
+  // Per position of the last forward (host, B*T): -log q(y) (NaN where there
+  // is no target) and the passes/steps that position used.
+  virtual void per_token(Model<Bk>& m, std::vector<double>& nll, std::vector<double>& passes) = 0;
+  // The next-token distribution of every position of the last forward
+  // (host, B*T x V probabilities): the reference the decoder must match.
+  virtual void probabilities(Model<Bk>& m, std::vector<double>& probs) = 0;
+
+  virtual std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) = 0;
+};
+
+// Builds the parameter layout of backbone + method and the model.
+template <class Bk>
+std::unique_ptr<Model<Bk>> make_model(Bk& be, const ModelConfig& cfg, Method<Bk>& method) {
+  cfg.validate();
+  ParamLayout lay;
+  add_backbone_params(lay, cfg, method.max_passes());
+  method.add_params(lay, cfg);
+  lay.finalize();
+  return std::make_unique<Model<Bk>>(be, cfg, std::move(lay));
+}
+
+}  // namespace ada

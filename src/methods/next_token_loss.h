@@ -1,0 +1,73 @@
+// Mean next-token cross-entropy over the rows of a logits matrix: the loss
+// of standard, looped, ponder and pause, and a building block of the others.
+//   logp_n = log softmax(z_n)[y_n];   L = -(1/|S|) sum_{n in S} logp_n,
+//   S = rows with a target (y >= 0).
+//   backward: dL/dlogp_n = -1/|S| for n in S (then log-softmax backward).
+#pragma once
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "model/model.h"
+
+namespace ada {
+
+template <class Bk>
+struct NextTokenLoss {
+  using T = typename Bk::Real;
+  int n = 0, V = 0, count = 0;
+  int* y = nullptr;  // (n) targets, backend
+  T* lse = nullptr;  // (n)
+  T* logp = nullptr; // (n)
+  const T* logits = nullptr;
+  std::vector<int> host_targets;
+
+  void forward(Model<Bk>& m, const T* z, const std::vector<int>& targets) {
+    n = (int)targets.size();
+    V = m.cfg.vocab;
+    logits = z;
+    host_targets = targets;
+    count = 0;
+    for (int t : targets) {
+      check(t < V, "target token id " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(V) + ")");
+      count += t >= 0;
+    }
+    y = m.arena.template alloc<int>(n);
+    m.be.to_device(y, targets.data(), n);
+    lse = m.alloc(n);
+    logp = m.alloc(n);
+    m.be.logsoftmax_target_forward(lse, logp, z, y, n, V, V);
+  }
+
+  // Mean -log p(y) over supervised rows (host; synchronises).
+  double mean(Model<Bk>& m) const { return count ? -m.be.sum(logp, n) / count : 0.0; }
+
+  // dlogits (n, V) for d(scale * L).
+  T* backward(Model<Bk>& m, double scale) const {
+    T* g = m.alloc(n);
+    m.be.fill(g, T(count ? -scale / count : 0.0), n);
+    T* dz = m.alloc((size_t)n * V);
+    m.be.logsoftmax_target_backward(dz, logits, lse, y, g, nullptr, n, V, V);
+    return dz;
+  }
+
+  void per_token(Model<Bk>& m, std::vector<double>& nll) const {
+    std::vector<double> lp(n);
+    m.be.to_host(lp.data(), logp, n);
+    nll.assign(n, std::numeric_limits<double>::quiet_NaN());
+    for (int i = 0; i < n; i++)
+      if (host_targets[i] >= 0) nll[i] = -lp[i];
+  }
+};
+
+// Softmax of logits rows copied to the host as doubles.
+template <class Bk>
+void probabilities_to_host(Model<Bk>& m, const typename Bk::Real* logits, int n, std::vector<double>& out) {
+  const int V = m.cfg.vocab;
+  auto* p = m.alloc((size_t)n * V);
+  m.be.softmax_forward(p, logits, n, V);
+  out.resize((size_t)n * V);
+  m.be.to_host(out.data(), p, (size_t)n * V);
+}
+
+}  // namespace ada

@@ -1,0 +1,111 @@
+// standard: the plain language model, one pass of the block stack per token.
+//   x_t = E[x_t];   h = F_theta(x) (causal);   z = W RMSNorm(h);   L = CE(z, y)
+// The baseline every other method is measured against, and the simplest
+// example of the method interface.
+#pragma once
+#include "methods/method.h"
+#include "methods/next_token_loss.h"
+
+namespace ada {
+
+template <class Bk>
+class StandardMethod : public Method<Bk> {
+ public:
+  using T = typename Bk::Real;
+  std::string name() const override { return "standard"; }
+
+  void forward(Model<Bk>& m, const Batch& b, bool training) override {
+    m.flops.reset();
+    const int N = b.B * b.T;
+    kv_.init(m.be, m.arena, b.B, b.T, m.cfg.layers, m.cfg.dim, kAnyDepth, training);
+    x0_ = m.embed(b.inputs, T(1), &ids_);                         // (N, D)
+    acts_ = m.forward_pass(PassPlan::dense(b.B, b.T, b.T), kv_, x0_);  // causal pass
+    ro_ = m.readout_forward(acts_.out(), N);                       // logits (N, V)
+    loss_.forward(m, ro_.logits, b.targets);
+    n_ = N;
+  }
+
+  void backward(Model<Bk>& m, double loss_scale) override {
+    const int D = m.cfg.dim;
+    T* dz = loss_.backward(m, loss_scale);
+    T* dx = m.zeros((size_t)n_ * D);
+    m.readout_backward(ro_, dz, dx);
+    m.backward_pass(acts_, kv_, dx);
+    m.be.embedding_backward(m.g.embed, ids_, dx, n_, D, T(1));
+  }
+
+  StepStats stats(Model<Bk>& m) override {
+    StepStats s;
+    s.ce = s.loss = loss_.mean(m);
+    s.tokens = loss_.count;
+    s.fwd_flops = m.flops.fwd;
+    s.train_flops = 3 * m.flops.fwd;
+    s.halting = {{"passes", 1.0}};
+    return s;
+  }
+
+  void per_token(Model<Bk>& m, std::vector<double>& nll, std::vector<double>& passes) override {
+    loss_.per_token(m, nll);
+    passes.assign(n_, 1.0);
+  }
+
+  void probabilities(Model<Bk>& m, std::vector<double>& probs) override {
+    probabilities_to_host(m, ro_.logits, n_, probs);
+  }
+
+  std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) override;
+
+ private:
+  KvStore<Bk> kv_;
+  T* x0_ = nullptr;
+  int* ids_ = nullptr;
+  typename Model<Bk>::PassActs acts_;
+  typename Model<Bk>::ReadoutActs ro_;
+  NextTokenLoss<Bk> loss_;
+  int n_ = 0;
+};
+
+// Decoding: one KV store of max_len slots is the cache; each step runs the
+// stack on the single new row, which attends to every earlier slot.
+template <class Bk>
+class StandardDecoder : public Decoder<Bk> {
+ public:
+  using T = typename Bk::Real;
+  StandardDecoder(Model<Bk>& m, int max_len) : m_(m), cache_arena_(m.be) {
+    check(max_len <= m.cfg.max_seq, "decoder length " + std::to_string(max_len) + " exceeds the model context " +
+                                        std::to_string(m.cfg.max_seq));
+    kv_.init(m.be, cache_arena_, 1, max_len, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
+  }
+  const std::vector<double>& step(int token) override {
+    check(len_ < kv_.S, "decoder is full (" + std::to_string(kv_.S) + " tokens)");
+    m_.arena.reset();
+    m_.flops.reset();
+    PassPlan plan;
+    plan.B = 1, plan.S = kv_.S, plan.slot = {len_}, plan.pos = {len_};
+    plan.finish();
+    T* x = m_.embed({token}, T(1));
+    auto acts = m_.forward_pass(plan, kv_, x);
+    auto ro = m_.readout_forward(acts.out(), 1);
+    probabilities_to_host(m_, ro.logits, 1, probs_);
+    flops_ += m_.flops.fwd;
+    len_++;
+    return probs_;
+  }
+  int length() const override { return len_; }
+  double flops() const override { return flops_; }
+
+ private:
+  Model<Bk>& m_;
+  Arena<Bk> cache_arena_;
+  KvStore<Bk> kv_;
+  std::vector<double> probs_;
+  int len_ = 0;
+  double flops_ = 0;
+};
+
+template <class Bk>
+std::unique_ptr<Decoder<Bk>> StandardMethod<Bk>::decoder(Model<Bk>& m, int max_len) {
+  return std::make_unique<StandardDecoder<Bk>>(m, max_len);
+}
+
+}  // namespace ada

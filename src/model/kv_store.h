@@ -1,0 +1,73 @@
+// The keys and values a backbone pass attends to: per layer K, V (B*S, D)
+// plus per-slot metadata (order, depth, valid) that defines the mask (see
+// ops/attention_mask.h). A pass writes the K/V of its own rows into their
+// slots and its queries attend to every visible slot, so the same mechanism
+// gives causal attention, one cache per pass (PonderLM), interleaved pause
+// positions, and the 2-D (position, depth) grid of TaH2 / latent CoT.
+//
+// dK, dV collect the gradient arriving at every slot from every query that
+// saw it (from this pass and from later passes), and the backward of the pass
+// that wrote a slot reads it from there. For generation the store simply lives
+// across decoding steps: it is the KV cache.
+#pragma once
+#include <vector>
+
+#include "backend/arena.h"
+#include "ops/attention_mask.h"
+
+namespace ada {
+
+template <class Bk>
+class KvStore {
+ public:
+  using T = typename Bk::Real;
+  int B = 0, S = 0, L = 0, D = 0;
+  int rule = kAnyDepth;
+  std::vector<int> order, depth, valid;  // host metadata (B*S)
+  int *d_order = nullptr, *d_depth = nullptr, *d_valid = nullptr;
+  std::vector<T*> K, V, dK, dV;  // per layer, (B*S, D) each
+
+  // Allocates from `arena`. Defaults: order[b*S + s] = s, depth 0, nothing valid.
+  void init(Bk& be, Arena<Bk>& arena, int B_, int S_, int L_, int D_, int rule_, bool with_grads) {
+    B = B_, S = S_, L = L_, D = D_, rule = rule_;
+    const size_t slots = (size_t)B * S;
+    order.assign(slots, 0);
+    depth.assign(slots, 0);
+    valid.assign(slots, 0);
+    for (size_t i = 0; i < slots; i++) order[i] = (int)(i % S);
+    d_order = arena.template alloc<int>(slots);
+    d_depth = arena.template alloc<int>(slots);
+    d_valid = arena.template alloc<int>(slots);
+    K.assign(L, nullptr), V.assign(L, nullptr), dK.assign(L, nullptr), dV.assign(L, nullptr);
+    for (int l = 0; l < L; l++) {
+      K[l] = arena.template zeros<T>(slots * D);
+      V[l] = arena.template zeros<T>(slots * D);
+      if (with_grads) {
+        dK[l] = arena.template zeros<T>(slots * D);
+        dV[l] = arena.template zeros<T>(slots * D);
+      }
+    }
+    upload_meta(be);
+  }
+
+  void upload_meta(Bk& be) {
+    const size_t slots = (size_t)B * S;
+    be.to_device(d_order, order.data(), slots);
+    be.to_device(d_depth, depth.data(), slots);
+    be.to_device(d_valid, valid.data(), slots);
+  }
+
+  KeyMeta meta() const { return KeyMeta{d_order, d_depth, d_valid, S, rule}; }
+  KeyMeta host_meta() const { return KeyMeta{order.data(), depth.data(), valid.data(), S, rule}; }
+
+  // Keys visible to the query in `qslot` (host metadata): the attention FLOPs.
+  long long visible_keys(int qslot) const {
+    const KeyMeta km = host_meta();
+    const int b = qslot / S;
+    long long n = 0;
+    for (int s = 0; s < S; s++) n += km.visible(qslot, b * S + s);
+    return n;
+  }
+};
+
+}  // namespace ada

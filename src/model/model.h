@@ -1,0 +1,309 @@
+// The backbone: a LLaMA-style pre-norm decoder, written once for every
+// backend. It knows nothing about methods; a method drives it through three
+// calls:
+//   forward_pass   run the L blocks over the N rows of a PassPlan, writing
+//                  their K/V into a KvStore and attending to it; saves what
+//                  the backward needs.
+//   readout        final RMSNorm + output head: logits of some rows.
+//   backward_pass / readout_backward   the same in reverse, accumulating into
+//                  the one gradient buffer.
+//
+// One block (x (N, D) in, x (N, D) out):
+//   xn1 = RMSNorm(x) * w_attn_norm
+//   qkv = xn1 Wqkv^T                      (N, 3D)   q | k | v
+//   q, k = RoPE(q, pos), RoPE(k, pos)
+//   K[slot], V[slot] = k, v               write the row's key/value into the store
+//   att = Attention(q, store, mask)       (N, D)
+//   x_mid = x + att Wo^T
+//   xn2 = RMSNorm(x_mid) * w_mlp_norm
+//   gu  = xn2 Wgu^T                       (N, 2F)   gate | up
+//   x_out = x_mid + SwiGLU(gu) Wd^T
+#pragma once
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backend/arena.h"
+#include "backend/device_array.h"
+#include "core/config.h"
+#include "core/rng.h"
+#include "model/kv_store.h"
+#include "model/params.h"
+#include "model/pass_plan.h"
+#include "ops/rope.h"
+
+namespace ada {
+
+inline std::string layer_param(int l, const std::string& what) {
+  return "layers." + std::to_string(l) + "." + what;
+}
+
+// Declares the backbone's tensors (safetensors names; see docs/formats.md).
+// Output projections are initialised with std 0.02 / sqrt(2 * L * passes), the
+// GPT-2 / PonderLM depth scaling (passes = how often a method runs the stack).
+inline void add_backbone_params(ParamLayout& lay, const ModelConfig& c, int passes = 1) {
+  const int D = c.dim, F = c.hidden, V = c.vocab;
+  const double std = 0.02, out_std = 0.02 / std::sqrt(2.0 * c.layers * passes);
+  lay.add("tok_embeddings.weight", {V, D}, Init::Normal, std, true);
+  for (int l = 0; l < c.layers; l++) {
+    lay.add(layer_param(l, "attn_norm.weight"), {D}, Init::Ones, 1.0, false);
+    lay.add(layer_param(l, "attn.wqkv.weight"), {3 * D, D}, Init::Normal, std, true);
+    lay.add(layer_param(l, "attn.wo.weight"), {D, D}, Init::Normal, out_std, true);
+    lay.add(layer_param(l, "mlp_norm.weight"), {D}, Init::Ones, 1.0, false);
+    lay.add(layer_param(l, "mlp.w_gate_up.weight"), {2 * F, D}, Init::Normal, std, true);
+    lay.add(layer_param(l, "mlp.w_down.weight"), {D, F}, Init::Normal, out_std, true);
+  }
+  lay.add("norm.weight", {D}, Init::Ones, 1.0, false);
+  if (!c.tied) lay.add("output.weight", {V, D}, Init::Normal, std, true);
+}
+
+// Forward FLOPs actually spent, by the backbone and by the method's extras.
+struct FlopCount {
+  double fwd = 0;  // forward FLOPs (multiply-add = 2)
+  void reset() { fwd = 0; }
+};
+
+template <class Bk>
+class Model {
+ public:
+  using T = typename Bk::Real;
+
+  struct LayerPtrs {
+    T *attn_norm, *wqkv, *wo, *mlp_norm, *wgu, *wd;
+  };
+  struct Ptrs {
+    T* embed;
+    std::vector<LayerPtrs> layers;
+    T* final_norm;
+    T* head;  // == embed when tied
+  };
+
+  // Saved activations of one block (comment: what the backward uses it for).
+  struct LayerActs {
+    const T* x_in;  // block input: RMSNorm 1 backward
+    T* xn1;         // Wqkv backward (dW = dqkv^T xn1)
+    T* rstd1;       // RMSNorm 1 backward
+    T* qkv;         // roped q, k and v: attention backward
+    T* att;         // attention output: Wo backward, and D_i = dO . O in attention backward
+    T* lse;         // attention log-sum-exp (N, H): recompute P in backward
+    T* x_mid;       // RMSNorm 2 backward
+    T* xn2;         // Wgu backward
+    T* rstd2;       // RMSNorm 2 backward
+    T* gu;          // SwiGLU backward
+    T* act;         // Wd backward
+    T* x_out;       // block output (next block's x_in)
+  };
+  struct PassActs {
+    int n = 0;
+    int *slot = nullptr, *pos = nullptr, *qstart = nullptr;  // backend copies of the plan
+    const T* x_in = nullptr;
+    std::vector<LayerActs> layers;
+    const T* out() const { return layers.back().x_out; }
+  };
+  struct ReadoutActs {
+    int n = 0;
+    const T* x = nullptr;  // input (n, D): final-norm backward
+    T* hn = nullptr;       // normalised (n, D): head backward
+    T* rstd = nullptr;     // (n)
+    T* logits = nullptr;   // (n, V)
+  };
+
+  Model(Bk& be, const ModelConfig& cfg, ParamLayout layout)
+      : be(be), cfg(cfg), layout(std::move(layout)), arena(be) {
+    cfg.validate();
+    check(this->layout.finalized(), "model parameter layout must be finalized");
+    params = DeviceArray<Bk, T>(be, this->layout.total());
+    grads = DeviceArray<Bk, T>(be, this->layout.total());
+    be.memset_zero(params.data(), params.size() * sizeof(T));
+    be.memset_zero(grads.data(), grads.size() * sizeof(T));
+    w = pointers(params.data());
+    g = pointers(grads.data());
+    std::vector<double> c, s;
+    rope_tables(c, s, cfg.max_seq, cfg.head_dim(), cfg.rope_theta);
+    rope_cos = DeviceArray<Bk, T>(be, c.size());
+    rope_sin = DeviceArray<Bk, T>(be, s.size());
+    be.to_device(rope_cos.data(), c.data(), c.size());
+    be.to_device(rope_sin.data(), s.data(), s.size());
+  }
+
+  size_t num_params() const { return layout.total(); }
+  T* param(const std::string& name) { return params.data() + layout.get(name).offset; }
+  T* grad(const std::string& name) { return grads.data() + layout.get(name).offset; }
+  void zero_grads() { be.memset_zero(grads.data(), grads.size() * sizeof(T)); }
+
+  // Fills every tensor from its declared init with a seeded host RNG.
+  void init_params(uint64_t seed) {
+    Rng rng(seed);
+    std::vector<double> host(layout.total());
+    for (auto& p : layout.tensors())
+      for (size_t i = 0; i < p.numel; i++) {
+        double v = 0;
+        switch (p.init) {
+          case Init::Normal: v = p.init_value * rng.normal(); break;
+          case Init::Zeros: v = 0; break;
+          case Init::Ones: v = 1; break;
+          case Init::Constant: v = p.init_value; break;
+        }
+        host[p.offset + i] = v;
+      }
+    be.to_device(params.data(), host.data(), host.size());
+  }
+
+  // ---- one pass of the block stack -------------------------------------
+  // x_in (N, D) backend memory; the rows' K/V are written to `kv` and their
+  // slots marked valid. Activations come from the arena (valid until reset).
+  PassActs forward_pass(const PassPlan& plan, KvStore<Bk>& kv, const T* x_in) {
+    check(plan.B == kv.B && plan.S == kv.S, "pass plan does not match its KV store");
+    const int N = plan.n(), D = cfg.dim, F = cfg.hidden, H = cfg.heads, hs = cfg.head_dim();
+    PassActs a;
+    a.n = N;
+    a.x_in = x_in;
+    a.slot = arena.template alloc<int>(N);
+    a.pos = arena.template alloc<int>(N);
+    a.qstart = arena.template alloc<int>(plan.B + 1);
+    be.to_device(a.slot, plan.slot.data(), N);
+    be.to_device(a.pos, plan.pos.data(), N);
+    be.to_device(a.qstart, plan.qstart.data(), plan.B + 1);
+    for (int i = 0; i < N; i++) {
+      check(plan.pos[i] >= 0 && plan.pos[i] < cfg.max_seq,
+            "position " + std::to_string(plan.pos[i]) + " is beyond the model context " + std::to_string(cfg.max_seq));
+      kv.valid[plan.slot[i]] = 1;
+    }
+    kv.upload_meta(be);
+    count_pass_flops(plan, kv);
+
+    const AttnDims dims{N, kv.B, kv.S, H, hs, 3 * D};
+    const T* x = x_in;
+    for (int l = 0; l < cfg.layers; l++) {
+      const LayerPtrs& W = w.layers[l];
+      LayerActs s;
+      s.x_in = x;
+      s.xn1 = alloc(N * D), s.rstd1 = alloc(N), s.qkv = alloc(N * 3 * D), s.att = alloc(N * D);
+      s.lse = alloc(N * H), s.x_mid = alloc(N * D), s.xn2 = alloc(N * D), s.rstd2 = alloc(N);
+      s.gu = alloc(N * 2 * F), s.act = alloc(N * F), s.x_out = alloc(N * D);
+      be.rmsnorm_forward(s.xn1, s.rstd1, x, W.attn_norm, N, D, cfg.norm_eps);
+      be.matmul_forward(s.qkv, s.xn1, W.wqkv, N, D, 3 * D);
+      be.rope_forward(s.qkv, 3 * D, 2 * H, a.pos, N, hs, rope_cos.data(), rope_sin.data());  // q and k heads
+      be.scatter_rows(kv.K[l], D, s.qkv + D, 3 * D, a.slot, N, D);
+      be.scatter_rows(kv.V[l], D, s.qkv + 2 * D, 3 * D, a.slot, N, D);
+      be.attention_forward(s.att, s.lse, s.qkv, kv.K[l], kv.V[l], a.slot, a.qstart, kv.meta(), dims);
+      be.copy(s.x_mid, x, (size_t)N * D);
+      be.matmul_forward(s.x_mid, s.att, W.wo, N, D, D, /*accumulate=*/true);  // x + att Wo^T
+      be.rmsnorm_forward(s.xn2, s.rstd2, s.x_mid, W.mlp_norm, N, D, cfg.norm_eps);
+      be.matmul_forward(s.gu, s.xn2, W.wgu, N, D, 2 * F);
+      be.swiglu_forward(s.act, s.gu, N, F);
+      be.copy(s.x_out, s.x_mid, (size_t)N * D);
+      be.matmul_forward(s.x_out, s.act, W.wd, N, F, D, /*accumulate=*/true);  // x_mid + act Wd^T
+      a.layers.push_back(s);
+      x = s.x_out;
+    }
+    return a;
+  }
+
+  // dx (N, D): on entry dL/d(pass output), on exit dL/d(pass input x_in).
+  // Parameter gradients accumulate into `grads`; key/value gradients into
+  // kv.dK / kv.dV (every slot this pass attended to), and this pass's own
+  // slots are read back from there, so gradient from later passes that saw
+  // these keys is included.
+  void backward_pass(const PassActs& a, KvStore<Bk>& kv, T* dx) {
+    const int N = a.n, D = cfg.dim, F = cfg.hidden, H = cfg.heads, hs = cfg.head_dim();
+    check(kv.dK.size() == (size_t)cfg.layers && kv.dK[0] != nullptr, "KV store has no gradient buffers");
+    const AttnDims dims{N, kv.B, kv.S, H, hs, 3 * D};
+    T* dact = alloc(N * F);
+    T* dgu = alloc(N * 2 * F);
+    T* dxn = alloc(N * D);
+    T* datt = alloc(N * D);
+    T* dqkv = alloc(N * 3 * D);
+    for (int l = cfg.layers - 1; l >= 0; l--) {
+      const LayerPtrs& W = w.layers[l];
+      const LayerPtrs& G = g.layers[l];
+      const LayerActs& s = a.layers[l];
+      // x_out = x_mid + act Wd^T
+      be.matmul_backward(dact, G.wd, dx, s.act, W.wd, N, F, D);
+      be.swiglu_backward(dgu, dact, s.gu, N, F);
+      be.matmul_backward(dxn, G.wgu, dgu, s.xn2, W.wgu, N, D, 2 * F);
+      be.rmsnorm_backward(dx, G.mlp_norm, dxn, s.x_mid, W.mlp_norm, s.rstd2, N, D);  // dx is now dL/dx_mid
+      // x_mid = x_in + att Wo^T
+      be.matmul_backward(datt, G.wo, dx, s.att, W.wo, N, D, D);
+      be.attention_backward(dqkv, kv.dK[l], kv.dV[l], datt, s.att, s.lse, s.qkv, kv.K[l], kv.V[l], a.slot,
+                            a.qstart, kv.meta(), dims);
+      be.gather_rows(dqkv + D, 3 * D, kv.dK[l], D, a.slot, N, D);      // own keys' gradient
+      be.gather_rows(dqkv + 2 * D, 3 * D, kv.dV[l], D, a.slot, N, D);  // own values' gradient
+      be.rope_backward(dqkv, 3 * D, 2 * H, a.pos, N, hs, rope_cos.data(), rope_sin.data());
+      be.matmul_backward(dxn, G.wqkv, dqkv, s.xn1, W.wqkv, N, D, 3 * D);
+      be.rmsnorm_backward(dx, G.attn_norm, dxn, s.x_in, W.attn_norm, s.rstd1, N, D);  // dL/dx_in
+    }
+  }
+
+  // ---- final norm + output head ------------------------------------------
+  ReadoutActs readout_forward(const T* x, int n) {
+    const int D = cfg.dim, V = cfg.vocab;
+    ReadoutActs r;
+    r.n = n;
+    r.x = x;
+    r.hn = alloc((size_t)n * D);
+    r.rstd = alloc(n);
+    r.logits = alloc((size_t)n * V);
+    be.rmsnorm_forward(r.hn, r.rstd, x, w.final_norm, n, D, cfg.norm_eps);
+    be.matmul_forward(r.logits, r.hn, w.head, n, D, V);
+    flops.fwd += 2.0 * n * D * V;
+    return r;
+  }
+
+  // dlogits (n, V) -> dx (n, D), accumulated into dx (which the caller zeroes
+  // or fills with other gradient first).
+  void readout_backward(const ReadoutActs& r, const T* dlogits, T* dx) {
+    const int D = cfg.dim, V = cfg.vocab;
+    T* dhn = alloc((size_t)r.n * D);
+    be.matmul_backward(dhn, g.head, dlogits, r.hn, w.head, r.n, D, V);
+    be.rmsnorm_backward(dx, g.final_norm, dhn, r.x, w.final_norm, r.rstd, r.n, D);
+  }
+
+  // Token embeddings of a host id list: out (n, D) = scale * E[ids].
+  T* embed(const std::vector<int>& ids, T scale, int** d_ids_out = nullptr) {
+    const int n = (int)ids.size();
+    int* d_ids = arena.template alloc<int>(n);
+    be.to_device(d_ids, ids.data(), n);
+    T* out = alloc((size_t)n * cfg.dim);
+    be.embedding_forward(out, d_ids, w.embed, n, cfg.dim, scale);
+    if (d_ids_out) *d_ids_out = d_ids;
+    return out;
+  }
+
+  T* alloc(size_t n) { return arena.template alloc<T>(n); }
+  T* zeros(size_t n) { return arena.template zeros<T>(n); }
+
+  Bk& be;
+  ModelConfig cfg;
+  ParamLayout layout;
+  Arena<Bk> arena;  // activations of the current step; the trainer resets it
+  DeviceArray<Bk, T> params, grads;
+  Ptrs w, g;  // tensor pointers into params and into grads (same layout)
+  DeviceArray<Bk, T> rope_cos, rope_sin;
+  FlopCount flops;
+
+ private:
+  Ptrs pointers(T* base) const {
+    Ptrs p;
+    auto at = [&](const std::string& n) { return base + layout.get(n).offset; };
+    p.embed = at("tok_embeddings.weight");
+    for (int l = 0; l < cfg.layers; l++)
+      p.layers.push_back(LayerPtrs{at(layer_param(l, "attn_norm.weight")), at(layer_param(l, "attn.wqkv.weight")),
+                                   at(layer_param(l, "attn.wo.weight")), at(layer_param(l, "mlp_norm.weight")),
+                                   at(layer_param(l, "mlp.w_gate_up.weight")), at(layer_param(l, "mlp.w_down.weight"))});
+    p.final_norm = at("norm.weight");
+    p.head = cfg.tied ? p.embed : at("output.weight");
+    return p;
+  }
+
+  // Matmuls: 2 * (block matmul params) per row; attention: QK^T and PV are
+  // 2 * hs multiply-adds per visible key and head, i.e. 4 * D per key, per layer.
+  void count_pass_flops(const PassPlan& plan, const KvStore<Bk>& kv) {
+    double keys = 0;
+    for (int i = 0; i < plan.n(); i++) keys += (double)kv.visible_keys(plan.slot[i]);
+    flops.fwd += 2.0 * plan.n() * (double)cfg.num_block_matmul_params() + 4.0 * cfg.dim * cfg.layers * keys;
+  }
+};
+
+}  // namespace ada

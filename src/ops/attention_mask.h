@@ -1,0 +1,39 @@
+// Which keys a query may attend to: the one mask definition shared by the CPU
+// attention, the CUDA attention kernels and the FLOP counter.
+//
+// Keys and values live in a KV store of B sequences x S slots. Every slot has
+// metadata (order, depth, valid); a query is the row that wrote one slot, so it
+// carries the metadata of that slot. Query slot q may see key slot k of the
+// same sequence iff
+//     valid[k]  and  order[k] <= order[q]  and  (rule == AnyDepth or depth[k] <= depth[q])
+// This covers every pattern the methods need (DESIGN / methods.md 0.3):
+//   causal (standard, looped, ponder: one store per pass, order = position),
+//   interleaved (pause, CYB: order = index in the flattened sequence),
+//   duo-causal (TaH2, latent CoT: one store for all depths, slot = t*M + m,
+//               order = t, depth = m, rule DepthLE, valid = executed).
+// Within a sequence, slots must be laid out with nondecreasing order, so the
+// keys a query can see lie in a prefix of its sequence's slots.
+#pragma once
+#include "core/common.h"
+
+namespace ada {
+
+enum DepthRule : int { kAnyDepth = 0, kDepthLE = 1 };
+
+struct KeyMeta {
+  const int* order;  // (B*S)
+  const int* depth;  // (B*S)
+  const int* valid;  // (B*S) 1 = slot holds a computed key/value
+  int S;             // slots per sequence
+  int rule;          // DepthRule
+
+  // qslot and kslot are global slot indices (b*S + s) of the same sequence b.
+  HD bool visible(int qslot, int kslot) const {
+    if (!valid[kslot]) return false;
+    if (order[kslot] > order[qslot]) return false;
+    if (rule == kDepthLE && depth[kslot] > depth[qslot]) return false;
+    return true;
+  }
+};
+
+}  // namespace ada

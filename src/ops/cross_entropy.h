@@ -1,0 +1,48 @@
+// Log-softmax read at the target: the cross-entropy building block of every
+// method's loss.
+//   logits z (N, ld), the softmax runs over the first V columns (CYB puts its
+//   extra "don't know" class in column V and treats it separately).
+//   forward:  lse_n  = log sum_{v<V} exp(z_nv)
+//             logp_n = z_{n,y_n} - lse_n              (0 when y_n < 0: ignored row)
+//   backward: given g_logp = dL/dlogp and g_lse = dL/dlse (a loss may depend on
+//             lse directly, e.g. CYB's abstain probability sigma(z_DK - lse)):
+//             dz_nv = g_logp_n (1[v = y_n] - p_nv) + g_lse_n p_nv,   p = softmax(z)
+//   (CE is the case g_logp = -1/N, g_lse = 0.)  dz is set for v < V; columns
+//   >= V are left alone.
+#pragma once
+#include <cmath>
+
+#include "ops/parallel.h"
+
+namespace ada {
+
+template <class T>
+void logsoftmax_target_forward(T* lse, T* logp, const T* z, const int* y, int N, int V, int ld) {
+  ADA_PARALLEL_FOR((long long)N * V)
+  for (int n = 0; n < N; n++) {
+    const T* zn = z + (size_t)n * ld;
+    T mx = zn[0];
+    for (int v = 1; v < V; v++) mx = zn[v] > mx ? zn[v] : mx;
+    T sum = 0;
+    for (int v = 0; v < V; v++) sum += std::exp(zn[v] - mx);
+    const T l = mx + std::log(sum);
+    lse[n] = l;
+    logp[n] = y[n] >= 0 ? zn[y[n]] - l : T(0);
+  }
+}
+
+template <class T>
+void logsoftmax_target_backward(T* dz, const T* z, const T* lse, const int* y, const T* g_logp, const T* g_lse,
+                                int N, int V, int ld) {
+  ADA_PARALLEL_FOR((long long)N * V)
+  for (int n = 0; n < N; n++) {
+    const T* zn = z + (size_t)n * ld;
+    T* dn = dz + (size_t)n * ld;
+    const T gl = y[n] >= 0 ? g_logp[n] : T(0);
+    const T c = (g_lse ? g_lse[n] : T(0)) - gl;  // coefficient of p_v
+    for (int v = 0; v < V; v++) dn[v] = c * std::exp(zn[v] - lse[n]);
+    if (y[n] >= 0) dn[y[n]] += gl;
+  }
+}
+
+}  // namespace ada

@@ -1,0 +1,45 @@
+// SwiGLU activation of the MLP: the first linear produces gate|up side by side.
+//   gu (N, 2F): a = gu[:, :F] (gate), u = gu[:, F:] (up)
+//   forward:  y = silu(a) * u,   silu(a) = a * sigma(a)              y (N, F)
+//   backward: du = dy * silu(a)
+//             da = dy * u * sigma(a) * (1 + a * (1 - sigma(a)))     (d silu/da)
+//   dgu is set (not accumulated).
+#pragma once
+#include <cmath>
+
+#include "ops/parallel.h"
+
+namespace ada {
+
+template <class T>
+void swiglu_forward(T* y, const T* gu, int N, int F) {
+  ADA_PARALLEL_FOR((long long)N * F)
+  for (int n = 0; n < N; n++) {
+    const T* a = gu + (size_t)n * 2 * F;
+    const T* u = a + F;
+    T* yn = y + (size_t)n * F;
+    for (int j = 0; j < F; j++) {
+      const T s = T(1) / (T(1) + std::exp(-a[j]));
+      yn[j] = a[j] * s * u[j];
+    }
+  }
+}
+
+template <class T>
+void swiglu_backward(T* dgu, const T* dy, const T* gu, int N, int F) {
+  ADA_PARALLEL_FOR((long long)N * F)
+  for (int n = 0; n < N; n++) {
+    const T* a = gu + (size_t)n * 2 * F;
+    const T* u = a + F;
+    const T* g = dy + (size_t)n * F;
+    T* da = dgu + (size_t)n * 2 * F;
+    T* du = da + F;
+    for (int j = 0; j < F; j++) {
+      const T s = T(1) / (T(1) + std::exp(-a[j]));
+      du[j] = g[j] * a[j] * s;
+      da[j] = g[j] * u[j] * s * (T(1) + a[j] * (T(1) - s));
+    }
+  }
+}
+
+}  // namespace ada

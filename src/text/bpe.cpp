@@ -1,0 +1,359 @@
+// Byte-level BPE: encoder, trainer, file format. See bpe.h for the model.
+#include "text/bpe.h"
+
+#include <algorithm>
+#include <fstream>
+#include <queue>
+#include <sstream>
+#include <sys/stat.h>
+#include <unordered_set>
+
+#include "core/common.h"
+#include "text/pretokenize.h"
+
+namespace ada {
+
+// ---------------------------------------------------------------------------
+// Encoder
+
+BpeEncoder::BpeEncoder(const std::array<int32_t, 256>& byte_ids, const std::vector<BpeRule>& rules)
+    : byte_ids_(byte_ids) {
+  merges_.reserve(rules.size());
+  for (size_t r = 0; r < rules.size(); ++r) {
+    // emplace keeps the first (lowest-ranked) rule of a repeated pair.
+    merges_.emplace(pair_key(rules[r].left, rules[r].right), Merge{int32_t(r), rules[r].result});
+  }
+}
+
+void BpeEncoder::encode_chunk(std::string_view chunk, std::vector<int32_t>& out) const {
+  std::vector<int32_t> syms(chunk.size());
+  for (size_t i = 0; i < chunk.size(); ++i) syms[i] = byte_ids_[static_cast<unsigned char>(chunk[i])];
+
+  while (syms.size() >= 2) {
+    // The lowest-ranked rule among the adjacent pairs...
+    const Merge* best = nullptr;
+    int32_t best_left = 0, best_right = 0;
+    for (size_t i = 0; i + 1 < syms.size(); ++i) {
+      auto it = merges_.find(pair_key(syms[i], syms[i + 1]));
+      if (it != merges_.end() && (!best || it->second.rank < best->rank)) {
+        best = &it->second;
+        best_left = syms[i];
+        best_right = syms[i + 1];
+      }
+    }
+    if (!best) break;
+    // ...is applied to all its occurrences, left to right ("aaa" -> "A a").
+    size_t j = 0;
+    for (size_t i = 0; i < syms.size();) {
+      if (i + 1 < syms.size() && syms[i] == best_left && syms[i + 1] == best_right) {
+        syms[j++] = best->result;
+        i += 2;
+      } else {
+        syms[j++] = syms[i++];
+      }
+    }
+    syms.resize(j);
+  }
+  out.insert(out.end(), syms.begin(), syms.end());
+}
+
+std::vector<int32_t> BpeEncoder::encode(std::string_view text) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3);
+  // chunk -> its tokens; the views point into `text`, which outlives the map.
+  std::unordered_map<std::string_view, std::vector<int32_t>> cache;
+  std::vector<int32_t> tokens;
+  for (size_t i = 0; i < text.size();) {
+    const size_t end = pretoken_end(text, i);
+    const std::string_view chunk = text.substr(i, end - i);
+    i = end;
+    if (chunk.size() == 1) {  // nothing to merge
+      out.push_back(byte_ids_[static_cast<unsigned char>(chunk[0])]);
+      continue;
+    }
+    auto it = cache.find(chunk);
+    if (it == cache.end()) {
+      tokens.clear();
+      encode_chunk(chunk, tokens);
+      it = cache.emplace(chunk, tokens).first;
+    }
+    out.insert(out.end(), it->second.begin(), it->second.end());
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Trainer
+//
+// The corpus is reduced to its distinct chunks ("words") with their counts.
+// We keep, for every adjacent token pair, its total count over the corpus and
+// the list of words it occurs in. A merge then only revisits the words that
+// contain the merged pair: their old pairs are subtracted from the counts, the
+// merge is applied, and their new pairs are added back. The most frequent pair
+// is taken from a max-heap with lazy deletion: an entry whose count no longer
+// matches the current count is stale and skipped.
+
+namespace {
+
+struct Word {
+  std::vector<int32_t> syms;
+  int64_t count;
+};
+
+struct PairEntry {
+  int64_t count;
+  int32_t left, right;
+};
+
+// Heap order: higher count first; on ties the smaller (left, right) first.
+struct PairEntryLess {
+  bool operator()(const PairEntry& a, const PairEntry& b) const {
+    if (a.count != b.count) return a.count < b.count;
+    if (a.left != b.left) return a.left > b.left;
+    return a.right > b.right;
+  }
+};
+
+uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
+int32_t key_left(uint64_t k) { return int32_t(k >> 32); }
+int32_t key_right(uint64_t k) { return int32_t(k & 0xFFFFFFFFu); }
+
+bool word_has_pair(const Word& w, int32_t a, int32_t b) {
+  for (size_t i = 0; i + 1 < w.syms.size(); ++i) {
+    if (w.syms[i] == a && w.syms[i + 1] == b) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<BpeMerge> train_bpe(std::string_view text, uint32_t vocab_size) {
+  check(vocab_size >= 256,
+        "BPE vocabulary size must be at least 256 (one token per byte), got " + std::to_string(vocab_size));
+  const size_t n_merges = vocab_size - 256;
+
+  // Distinct chunks, sorted so that nothing depends on hash-map order.
+  std::unordered_map<std::string_view, int64_t> chunk_counts;
+  for (size_t i = 0; i < text.size();) {
+    const size_t end = pretoken_end(text, i);
+    ++chunk_counts[text.substr(i, end - i)];
+    i = end;
+  }
+  std::vector<std::pair<std::string_view, int64_t>> sorted(chunk_counts.begin(), chunk_counts.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<Word> words;
+  words.reserve(sorted.size());
+  for (const auto& [chunk, count] : sorted) {
+    Word w{std::vector<int32_t>(chunk.size()), count};
+    for (size_t i = 0; i < chunk.size(); ++i) w.syms[i] = static_cast<unsigned char>(chunk[i]);
+    words.push_back(std::move(w));
+  }
+
+  std::unordered_map<uint64_t, int64_t> pair_count;
+  std::unordered_map<uint64_t, std::vector<int32_t>> pair_words;  // may hold stale entries
+  for (int32_t w = 0; w < int32_t(words.size()); ++w) {
+    const auto& s = words[w].syms;
+    for (size_t i = 0; i + 1 < s.size(); ++i) {
+      const uint64_t k = pair_key(s[i], s[i + 1]);
+      pair_count[k] += words[w].count;
+      auto& list = pair_words[k];
+      if (list.empty() || list.back() != w) list.push_back(w);
+    }
+  }
+  std::priority_queue<PairEntry, std::vector<PairEntry>, PairEntryLess> heap;
+  for (const auto& [k, c] : pair_count) heap.push({c, key_left(k), key_right(k)});
+
+  std::vector<BpeMerge> merges;
+  std::vector<uint64_t> changed;
+  while (merges.size() < n_merges && !heap.empty()) {
+    const PairEntry top = heap.top();
+    heap.pop();
+    const uint64_t key = pair_key(top.left, top.right);
+    auto cit = pair_count.find(key);
+    if (cit == pair_count.end() || cit->second != top.count) continue;  // stale entry
+    if (top.count < 2) break;  // only pairs that occur once are left
+
+    const int32_t new_id = int32_t(256 + merges.size());
+    merges.push_back({top.left, top.right});
+    std::vector<int32_t> where = std::move(pair_words[key]);
+    pair_words.erase(key);
+
+    changed.clear();
+    for (int32_t w : where) {
+      Word& word = words[w];
+      if (!word_has_pair(word, top.left, top.right)) continue;  // merged away earlier
+      auto& s = word.syms;
+      for (size_t i = 0; i + 1 < s.size(); ++i) {
+        const uint64_t k = pair_key(s[i], s[i + 1]);
+        pair_count[k] -= word.count;
+        changed.push_back(k);
+      }
+      size_t j = 0;
+      for (size_t i = 0; i < s.size();) {
+        if (i + 1 < s.size() && s[i] == top.left && s[i + 1] == top.right) {
+          s[j++] = new_id;
+          i += 2;
+        } else {
+          s[j++] = s[i++];
+        }
+      }
+      s.resize(j);
+      for (size_t i = 0; i + 1 < s.size(); ++i) {
+        const uint64_t k = pair_key(s[i], s[i + 1]);
+        pair_count[k] += word.count;
+        changed.push_back(k);
+        // Only pairs with the new token are new to this word.
+        if (s[i] == new_id || s[i + 1] == new_id) {
+          auto& list = pair_words[k];
+          if (list.empty() || list.back() != w) list.push_back(w);
+        }
+      }
+    }
+    std::sort(changed.begin(), changed.end());
+    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+    for (uint64_t k : changed) {
+      const int64_t c = pair_count[k];
+      if (c > 0) heap.push({c, key_left(k), key_right(k)});
+    }
+  }
+  return merges;
+}
+
+// ---------------------------------------------------------------------------
+// File format
+
+void save_bpe(const std::string& path, const std::vector<BpeMerge>& merges) {
+  std::ofstream f(path, std::ios::binary);
+  check(bool(f), "cannot open BPE file for writing: " + path);
+  f << "ada-bpe 1 " << (256 + merges.size()) << "\n";
+  for (const BpeMerge& m : merges) f << m.left << ' ' << m.right << '\n';
+  f.close();
+  check(bool(f), "failed writing BPE file: " + path);
+}
+
+namespace {
+
+// Splits a line at runs of spaces/tabs.
+std::vector<std::string_view> split_fields(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    const size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+    if (i > start) out.push_back(line.substr(start, i - start));
+  }
+  return out;
+}
+
+// Decimal integer 0 .. 2^31-1; false for anything else.
+bool parse_id(std::string_view s, int64_t& out) {
+  if (s.empty() || s.size() > 10) return false;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  if (v > INT32_MAX) return false;
+  out = v;
+  return true;
+}
+
+std::string quoted_excerpt(std::string_view s) {
+  std::string out = "'";
+  for (char c : s.substr(0, 40)) out += (c >= 32 && c < 127) ? c : '?';
+  return out + (s.size() > 40 ? "...'" : "'");
+}
+
+}  // namespace
+
+std::vector<BpeMerge> load_bpe(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    struct stat st;
+    check(stat(path.c_str(), &st) == 0, "BPE file not found: " + path);
+    fail("cannot read BPE file: " + path);
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string data = ss.str();
+  check(!data.empty(), "BPE file is empty: " + path);
+
+  std::vector<std::string_view> lines;
+  for (size_t i = 0; i < data.size();) {
+    size_t nl = data.find('\n', i);
+    if (nl == std::string::npos) nl = data.size();
+    lines.push_back(std::string_view(data).substr(i, nl - i));
+    i = nl + 1;
+  }
+
+  const auto header = split_fields(lines[0]);
+  if (header.empty() || header[0] != "ada-bpe") {
+    fail(path + " is not an ada-bpe file (first line " + quoted_excerpt(lines[0]) +
+         ", expected 'ada-bpe 1 <vocab size>')");
+  }
+  int64_t version = 0, vocab = 0;
+  check(header.size() == 3 && parse_id(header[1], version) && parse_id(header[2], vocab),
+        path + " line 1: expected 'ada-bpe 1 <vocab size>', found " + quoted_excerpt(lines[0]));
+  check(version == 1, path + ": unsupported ada-bpe version " + std::to_string(version) +
+                          " (this program reads version 1)");
+  check(vocab >= 256, path + ": vocabulary size " + std::to_string(vocab) + " is below 256");
+
+  std::vector<BpeMerge> merges;
+  std::unordered_set<uint64_t> seen;
+  for (size_t ln = 1; ln < lines.size(); ++ln) {
+    if (ln + 1 == lines.size() && lines[ln].empty()) break;  // the final '\n'
+    const std::string where = path + " line " + std::to_string(ln + 1) + ": ";
+    const auto fields = split_fields(lines[ln]);
+    int64_t a = 0, b = 0;
+    check(fields.size() == 2 && parse_id(fields[0], a) && parse_id(fields[1], b),
+          where + "expected two token ids, found " + quoted_excerpt(lines[ln]));
+    const int64_t defined = 256 + int64_t(merges.size());
+    check(a < defined && b < defined, where + "merge uses token " + std::to_string(std::max(a, b)) +
+                                          " which is not defined yet (ids below " +
+                                          std::to_string(defined) + " exist here)");
+    check(seen.insert(pair_key(int32_t(a), int32_t(b))).second,
+          where + "duplicate merge " + std::to_string(a) + " " + std::to_string(b));
+    merges.push_back({int32_t(a), int32_t(b)});
+  }
+  check(int64_t(merges.size()) == vocab - 256,
+        path + ": header says vocabulary size " + std::to_string(vocab) + " (" + std::to_string(vocab - 256) +
+            " merges) but the file has " + std::to_string(merges.size()) + " merges");
+  return merges;
+}
+
+// ---------------------------------------------------------------------------
+// Tokenizer
+
+BpeTokenizer::BpeTokenizer(std::vector<BpeMerge> merges) : merges_(std::move(merges)) {
+  token_bytes_.reserve(256 + merges_.size());
+  std::array<int32_t, 256> byte_ids;
+  for (int b = 0; b < 256; ++b) {
+    token_bytes_.push_back(std::string(1, char(b)));
+    byte_ids[b] = b;
+  }
+  std::vector<BpeRule> rules;
+  rules.reserve(merges_.size());
+  std::unordered_set<uint64_t> seen;
+  for (const BpeMerge& m : merges_) {
+    const int32_t id = int32_t(token_bytes_.size());
+    check(m.left >= 0 && m.right >= 0 && m.left < id && m.right < id,
+          "BPE merge " + std::to_string(id - 256) + " uses a token that does not exist yet");
+    check(seen.insert(pair_key(m.left, m.right)).second,
+          "BPE merge " + std::to_string(id - 256) + " repeats an earlier pair");
+    token_bytes_.push_back(token_bytes_[m.left] + token_bytes_[m.right]);
+    rules.push_back({m.left, m.right, id});
+  }
+  encoder_ = BpeEncoder(byte_ids, rules);
+}
+
+std::vector<int32_t> BpeTokenizer::encode(const std::string& text) const { return encoder_.encode(text); }
+
+std::string BpeTokenizer::decode_token(int32_t id) const {
+  check(id >= 0 && id < int32_t(token_bytes_.size()),
+        "token id " + std::to_string(id) + " is outside the " + name() + " vocabulary (size " +
+            std::to_string(token_bytes_.size()) + ")");
+  return token_bytes_[id];
+}
+
+}  // namespace ada

@@ -1,0 +1,247 @@
+// GPT-2 tokenizer: file loading (a small JSON reader for encoder.json, the
+// byte-to-unicode map) and encoding through the shared BpeEncoder.
+#include "text/gpt2_tokenizer.h"
+
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <unordered_map>
+
+#include "core/common.h"
+#include "text/utf8.h"
+
+namespace ada {
+
+uint32_t gpt2_byte_to_unicode(uint8_t b) {
+  const auto printable = [](uint32_t c) { return (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE); };
+  if (printable(b)) return b;
+  // The non-printable bytes take U+0100, U+0101, ... in increasing byte order.
+  uint32_t n = 0;
+  for (uint32_t c = 0; c < b; ++c) n += !printable(c);
+  return 256 + n;
+}
+
+namespace {
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    struct stat st;
+    check(stat(path.c_str(), &st) == 0, what + " not found: " + path);
+    fail("cannot read " + what + ": " + path);
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string data = ss.str();
+  check(!data.empty(), what + " is empty: " + path);
+  return data;
+}
+
+// A cursor over JSON text with error messages that give the byte offset.
+struct JsonReader {
+  const std::string& s;
+  const std::string& what;
+  size_t i = 0;
+
+  [[noreturn]] void error(const std::string& msg) const {
+    fail(what + ": " + msg + " at byte " + std::to_string(i));
+  }
+  void skip_space() {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  }
+  void expect(char c) {
+    skip_space();
+    if (i >= s.size() || s[i] != c) error(std::string("expected '") + c + "'");
+    ++i;
+  }
+  uint32_t hex4() {
+    if (i + 4 > s.size()) error("truncated \\u escape");
+    uint32_t v = 0;
+    for (int k = 0; k < 4; ++k, ++i) {
+      const char c = s[i];
+      v <<= 4;
+      if (c >= '0' && c <= '9') v |= c - '0';
+      else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+      else error("bad hex digit in \\u escape");
+    }
+    return v;
+  }
+  // A JSON string, returned as UTF-8.
+  std::string string() {
+    expect('"');
+    std::string out;
+    while (true) {
+      if (i >= s.size()) error("unterminated string");
+      const char c = s[i++];
+      if (c == '"') return out;
+      if (static_cast<unsigned char>(c) < 0x20) error("control character in string");
+      if (c != '\\') {
+        out += c;  // raw UTF-8 bytes pass through
+        continue;
+      }
+      if (i >= s.size()) error("unterminated string");
+      const char e = s[i++];
+      switch (e) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          uint32_t cp = hex4();
+          if (cp >= 0xD800 && cp <= 0xDBFF) {  // high surrogate: a low one must follow
+            if (i + 2 > s.size() || s[i] != '\\' || s[i + 1] != 'u') error("unpaired surrogate escape");
+            i += 2;
+            const uint32_t lo = hex4();
+            if (lo < 0xDC00 || lo > 0xDFFF) error("unpaired surrogate escape");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            error("unpaired surrogate escape");
+          }
+          utf8_append(out, cp);
+          break;
+        }
+        default: error(std::string("unknown escape \\") + e);
+      }
+    }
+  }
+  int64_t integer() {
+    skip_space();
+    const size_t start = i;
+    int64_t v = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9' && i - start < 12) v = v * 10 + (s[i++] - '0');
+    if (i == start) error("expected a non-negative integer");
+    if (i < s.size() && s[i] >= '0' && s[i] <= '9') error("integer too large");
+    return v;
+  }
+};
+
+}  // namespace
+
+std::vector<std::pair<std::string, int64_t>> parse_json_string_to_int(const std::string& json,
+                                                                      const std::string& what) {
+  JsonReader r{json, what};
+  std::vector<std::pair<std::string, int64_t>> out;
+  r.expect('{');
+  r.skip_space();
+  if (r.i < json.size() && json[r.i] == '}') {
+    ++r.i;
+  } else {
+    while (true) {
+      std::string key = r.string();
+      r.expect(':');
+      const int64_t value = r.integer();
+      out.emplace_back(std::move(key), value);
+      r.skip_space();
+      if (r.i < json.size() && json[r.i] == ',') {
+        ++r.i;
+        continue;
+      }
+      r.expect('}');
+      break;
+    }
+  }
+  r.skip_space();
+  if (r.i != json.size()) r.error("unexpected data after the object");
+  return out;
+}
+
+Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_path, const std::string& vocab_path) {
+  // Inverse of the byte-to-unicode map.
+  std::unordered_map<uint32_t, uint8_t> unicode_to_byte;
+  for (int b = 0; b < 256; ++b) unicode_to_byte[gpt2_byte_to_unicode(uint8_t(b))] = uint8_t(b);
+  // A token string of encoder.json / vocab.bpe -> raw bytes; false if it uses
+  // a character outside the map.
+  const auto to_bytes = [&](std::string_view s, std::string& out) {
+    out.clear();
+    for (size_t i = 0; i < s.size();) {
+      const Utf8Char c = utf8_decode(s, i);
+      auto it = unicode_to_byte.find(c.cp);
+      if (!c.valid || it == unicode_to_byte.end()) return false;
+      out += char(it->second);
+      i += c.len;
+    }
+    return true;
+  };
+
+  // encoder.json: token string -> id. Ids must be exactly 0..n-1.
+  const std::string what = "GPT-2 encoder.json " + encoder_path;
+  const auto entries = parse_json_string_to_int(read_file(encoder_path, "GPT-2 encoder.json"), what);
+  check(!entries.empty(), what + ": no tokens");
+  token_bytes_.assign(entries.size(), std::string());
+  std::vector<bool> have(entries.size(), false);
+  std::unordered_map<std::string, int32_t> id_of;  // raw bytes -> id
+  std::string bytes;
+  for (const auto& [key, id] : entries) {
+    check(id < int64_t(entries.size()) && !have[id],
+          what + ": token ids must be 0.." + std::to_string(entries.size() - 1) + " each once, found " +
+              std::to_string(id));
+    have[id] = true;
+    if (key == "<|endoftext|>") {
+      eot_ = int32_t(id);
+      token_bytes_[id] = key;  // a special token: its text, not map-encoded bytes
+      continue;
+    }
+    check(to_bytes(key, bytes), what + ": token " + std::to_string(id) +
+                                    " uses a character outside GPT-2's byte-to-unicode map");
+    token_bytes_[id] = bytes;
+    id_of.emplace(bytes, int32_t(id));
+  }
+  check(eot_ >= 0, what + ": no <|endoftext|> token");
+
+  std::array<int32_t, 256> byte_ids;
+  for (int b = 0; b < 256; ++b) {
+    auto it = id_of.find(std::string(1, char(b)));
+    check(it != id_of.end(), what + ": no token for byte " + std::to_string(b));
+    byte_ids[b] = it->second;
+  }
+
+  // vocab.bpe: "#version" line, then "A B" per line in rank order.
+  const std::string vdata = read_file(vocab_path, "GPT-2 vocab.bpe");
+  std::vector<BpeRule> rules;
+  std::string left, right;
+  size_t line_no = 0;
+  for (size_t i = 0; i < vdata.size();) {
+    size_t nl = vdata.find('\n', i);
+    if (nl == std::string::npos) nl = vdata.size();
+    std::string_view line = std::string_view(vdata).substr(i, nl - i);
+    i = nl + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line_no == 1) {
+      check(line.substr(0, 8) == "#version", "GPT-2 vocab.bpe " + vocab_path +
+                                                 ": first line should be '#version: 0.2', found '" +
+                                                 std::string(line.substr(0, 40)) + "'");
+      continue;
+    }
+    if (line.empty()) continue;
+    const std::string where = "GPT-2 vocab.bpe " + vocab_path + " line " + std::to_string(line_no) + ": ";
+    const size_t sp = line.find(' ');
+    check(sp != std::string_view::npos && sp > 0 && line.find(' ', sp + 1) == std::string_view::npos &&
+              sp + 1 < line.size(),
+          where + "expected two tokens separated by one space");
+    check(to_bytes(line.substr(0, sp), left) && to_bytes(line.substr(sp + 1), right),
+          where + "character outside GPT-2's byte-to-unicode map");
+    auto a = id_of.find(left), b = id_of.find(right), ab = id_of.find(left + right);
+    check(a != id_of.end() && b != id_of.end() && ab != id_of.end(),
+          where + "merge of tokens that are not in encoder.json");
+    rules.push_back({a->second, b->second, ab->second});
+  }
+  check(!rules.empty(), "GPT-2 vocab.bpe " + vocab_path + ": no merges");
+  encoder_ = BpeEncoder(byte_ids, rules);
+}
+
+std::vector<int32_t> Gpt2Tokenizer::encode(const std::string& text) const { return encoder_.encode(text); }
+
+std::string Gpt2Tokenizer::decode_token(int32_t id) const {
+  check(id >= 0 && id < int32_t(token_bytes_.size()),
+        "token id " + std::to_string(id) + " is outside the gpt2 vocabulary (size " +
+            std::to_string(token_bytes_.size()) + ")");
+  return token_bytes_[id];
+}
+
+}  // namespace ada
