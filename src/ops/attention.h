@@ -28,14 +28,6 @@
 
 namespace ada {
 
-struct AttnDims {
-  int N;    // query rows
-  int B;    // sequences in the store
-  int S;    // slots per sequence
-  int H;    // heads
-  int hs;   // head size
-  int ldq;  // row stride of q / dq
-};
 
 namespace detail {
 // Number of leading slots of sequence b whose order is <= the largest query

@@ -36,4 +36,14 @@ struct KeyMeta {
   }
 };
 
+// Sizes of one attention call.
+struct AttnDims {
+  int N;    // query rows
+  int B;    // sequences in the store
+  int S;    // slots per sequence
+  int H;    // heads
+  int hs;   // head size
+  int ldq;  // row stride of q / dq
+};
+
 }  // namespace ada

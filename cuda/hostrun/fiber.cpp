@@ -1,0 +1,256 @@
+// Fiber stacks, context creation and the context switch (see fiber.h).
+#include "hostrun/fiber.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/common.h"
+
+namespace ada::hostrun {
+
+// ---------------------------------------------------------------------------
+// Guard-page registry, read by the SIGSEGV reporter. A fixed table of atomics
+// because a signal handler may not take locks or walk a std::vector that is
+// being resized.
+namespace {
+
+constexpr int kMaxGuards = 8192;
+std::atomic<uintptr_t> g_guard_lo[kMaxGuards];
+std::atomic<uintptr_t> g_guard_hi[kMaxGuards];
+std::mutex g_guard_mu;  // serialises writers only
+
+void register_guard(uintptr_t lo, uintptr_t hi) {
+  std::lock_guard<std::mutex> lock(g_guard_mu);
+  for (int i = 0; i < kMaxGuards; ++i) {
+    if (g_guard_hi[i].load(std::memory_order_relaxed) == 0) {
+      g_guard_lo[i].store(lo, std::memory_order_relaxed);
+      g_guard_hi[i].store(hi, std::memory_order_release);
+      return;
+    }
+  }
+  // Table full: the guard page still stops the overflow, only the hint is lost.
+}
+
+void unregister_guard(uintptr_t lo) {
+  std::lock_guard<std::mutex> lock(g_guard_mu);
+  for (int i = 0; i < kMaxGuards; ++i) {
+    if (g_guard_hi[i].load(std::memory_order_relaxed) != 0 &&
+        g_guard_lo[i].load(std::memory_order_relaxed) == lo) {
+      g_guard_hi[i].store(0, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+size_t page_size() {
+  static const size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+}  // namespace
+
+FiberStack::FiberStack(size_t usable) {
+  const size_t page = page_size();
+  size_ = (usable + page - 1) / page * page;
+  map_size_ = size_ + page;
+  map_ = mmap(nullptr, map_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map_ == MAP_FAILED) {
+    map_ = nullptr;
+    fail("hostrun: cannot allocate a " + std::to_string(size_) + "-byte fiber stack");
+  }
+  if (mprotect(map_, page, PROT_NONE) != 0) {
+    munmap(map_, map_size_);
+    map_ = nullptr;
+    fail("hostrun: cannot protect a fiber stack guard page");
+  }
+  lo_ = static_cast<char*>(map_) + page;
+  register_guard(reinterpret_cast<uintptr_t>(map_), reinterpret_cast<uintptr_t>(lo_));
+}
+
+FiberStack::~FiberStack() {
+  if (!map_) return;
+  unregister_guard(reinterpret_cast<uintptr_t>(map_));
+  munmap(map_, map_size_);
+}
+
+// ---------------------------------------------------------------------------
+// Stack-overflow reporter.
+namespace {
+
+struct sigaction g_prev_segv;
+std::atomic<bool> g_segv_installed{false};
+
+void on_segv(int sig, siginfo_t* info, void* uctx) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (int i = 0; i < kMaxGuards; ++i) {
+    const uintptr_t hi = g_guard_hi[i].load(std::memory_order_acquire);
+    if (hi != 0 && addr >= g_guard_lo[i].load(std::memory_order_relaxed) && addr < hi) {
+      static const char msg[] =
+          "hostrun: fiber stack overflow in a kernel thread (large local arrays or deep "
+          "recursion); raise the stack size with ADA_HOSTRUN_STACK_KB or "
+          "ada::hostrun::Config::stack_bytes\n";
+      ssize_t ignored = write(2, msg, sizeof msg - 1);
+      (void)ignored;
+      break;
+    }
+  }
+  // Hand the fault back: restore the previous disposition and return, so the
+  // faulting instruction re-executes and the process dies (or is handled) as
+  // it would have without us.
+  sigaction(SIGSEGV, &g_prev_segv, nullptr);
+  (void)sig;
+  (void)uctx;
+}
+
+}  // namespace
+
+void install_overflow_reporter() {
+  // The handler must run on an alternate stack: the faulting stack is full.
+  thread_local bool have_altstack = false;
+  if (!have_altstack) {
+    stack_t old{};
+    if (sigaltstack(nullptr, &old) == 0 && (old.ss_flags & SS_DISABLE)) {
+      constexpr size_t kAltSize = 64 * 1024;
+      thread_local std::unique_ptr<char[]> alt(new char[kAltSize]);
+      stack_t ss{};
+      ss.ss_sp = alt.get();
+      ss.ss_size = kAltSize;
+      sigaltstack(&ss, nullptr);
+    }
+    have_altstack = true;
+  }
+  bool expected = false;
+  if (g_segv_installed.compare_exchange_strong(expected, true)) {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &g_prev_segv);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Context switch.
+#if ADA_HOSTRUN_ASM_SWITCH
+
+extern "C" void ada_hostrun_swap(void** save_sp, void* load_sp);
+extern "C" void ada_hostrun_fiber_start();
+
+// ada_hostrun_swap(save_sp = rdi, load_sp = rsi): push what the System V ABI
+// says a callee must preserve (rbp, rbx, r12-r15, the MXCSR control bits and the
+// x87 control word), park the stack pointer in *save_sp, adopt load_sp and pop
+// the same set in reverse; `ret` then continues wherever that stack last called
+// ada_hostrun_swap from. Everything else is caller-saved, so the compiler has
+// already spilled whatever it needs across this call.
+//
+// ada_hostrun_fiber_start is where a fresh stack "returns" to the first time:
+// make_context leaves entry in r13 and its argument in r12. `.cfi_undefined rip`
+// marks the bottom of the fiber's call stack for debuggers and unwinders.
+asm(R"(
+    .text
+    .p2align 4
+    .globl  ada_hostrun_swap
+    .hidden ada_hostrun_swap
+    .type   ada_hostrun_swap, @function
+ada_hostrun_swap:
+    pushq   %rbp
+    pushq   %rbx
+    pushq   %r12
+    pushq   %r13
+    pushq   %r14
+    pushq   %r15
+    subq    $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw  4(%rsp)
+    movq    %rsp, (%rdi)
+    movq    %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw   4(%rsp)
+    addq    $8, %rsp
+    popq    %r15
+    popq    %r14
+    popq    %r13
+    popq    %r12
+    popq    %rbx
+    popq    %rbp
+    ret
+    .size   ada_hostrun_swap, .-ada_hostrun_swap
+
+    .p2align 4
+    .globl  ada_hostrun_fiber_start
+    .hidden ada_hostrun_fiber_start
+    .type   ada_hostrun_fiber_start, @function
+ada_hostrun_fiber_start:
+    .cfi_startproc
+    .cfi_undefined rip
+    movq    %r12, %rdi
+    callq   *%r13
+    ud2
+    .cfi_endproc
+    .size   ada_hostrun_fiber_start, .-ada_hostrun_fiber_start
+)");
+
+void make_context(Context& ctx, const FiberStack& stack, FiberEntry entry, void* arg) {
+  // The initial frame mirrors what ada_hostrun_swap pops, lowest address first:
+  // control words, r15, r14, r13 (entry), r12 (arg), rbx, rbp, return address.
+  // After the pops rsp = top - 16, 16-byte aligned as the ABI wants at a call.
+  const uintptr_t top =
+      (reinterpret_cast<uintptr_t>(stack.lo()) + stack.size()) & ~uintptr_t(15);
+  void** sp = reinterpret_cast<void**>(top - 16) - 8;
+  uint32_t mxcsr = 0;
+  uint16_t fpcw = 0;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fpcw));
+  const uint64_t control = uint64_t(mxcsr) | (uint64_t(fpcw) << 32);
+  std::memcpy(&sp[0], &control, sizeof control);
+  sp[1] = nullptr;                                         // r15
+  sp[2] = nullptr;                                         // r14
+  sp[3] = reinterpret_cast<void*>(entry);                  // r13
+  sp[4] = arg;                                             // r12
+  sp[5] = nullptr;                                         // rbx
+  sp[6] = nullptr;                                         // rbp
+  sp[7] = reinterpret_cast<void*>(&ada_hostrun_fiber_start);  // return address
+  ctx.sp = sp;
+}
+
+void switch_context(Context& from, Context& to) { ada_hostrun_swap(&from.sp, to.sp); }
+
+#else  // ucontext fallback
+
+namespace {
+// makecontext passes only int arguments, so the Context pointer travels in two.
+void ucontext_trampoline(unsigned hi, unsigned lo) {
+  Context* ctx = reinterpret_cast<Context*>((uintptr_t(hi) << 32) | uintptr_t(lo));
+  ctx->entry(ctx->arg);
+  std::abort();  // entries never return
+}
+}  // namespace
+
+void make_context(Context& ctx, const FiberStack& stack, FiberEntry entry, void* arg) {
+  if (getcontext(&ctx.uc) != 0) fail("hostrun: getcontext failed");
+  ctx.uc.uc_stack.ss_sp = stack.lo();
+  ctx.uc.uc_stack.ss_size = stack.size();
+  ctx.uc.uc_link = nullptr;
+  ctx.entry = entry;
+  ctx.arg = arg;
+  const uintptr_t p = reinterpret_cast<uintptr_t>(&ctx);
+  makecontext(&ctx.uc, reinterpret_cast<void (*)()>(&ucontext_trampoline), 2,
+              unsigned(p >> 32), unsigned(p & 0xffffffffu));
+}
+
+void switch_context(Context& from, Context& to) {
+  if (swapcontext(&from.uc, &to.uc) != 0) std::abort();
+}
+
+#endif
+
+}  // namespace ada::hostrun

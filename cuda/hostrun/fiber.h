@@ -1,0 +1,72 @@
+// Fibers for the host runner: a stack plus a saved execution context, and the
+// one operation on them, "save where I am and continue over there".
+//
+// A launch runs the threads of a CUDA block as fibers on one OS thread; a fiber
+// gives up the CPU only at a barrier or warp-collective (cooperative
+// scheduling), so none of the runner's bookkeeping needs locks.
+//
+// On x86-64 the switch is a dozen hand-written instructions (callee-saved
+// registers, MXCSR and the x87 control word, then the stack pointer). Elsewhere
+// it falls back to ucontext, which is correct but slower: glibc's swapcontext
+// makes a sigprocmask system call on every switch. Builds with x86 shadow stacks
+// (-fcf-protection=return) also take the ucontext path, because the hand-written
+// switch returns into a different stack than the one it was called from.
+#pragma once
+#include <cstddef>
+
+#if defined(__x86_64__) && !defined(ADA_HOSTRUN_UCONTEXT) && !(defined(__CET__) && (__CET__ & 2))
+#define ADA_HOSTRUN_ASM_SWITCH 1
+#else
+#define ADA_HOSTRUN_ASM_SWITCH 0
+#include <ucontext.h>
+#endif
+
+namespace ada::hostrun {
+
+using FiberEntry = void (*)(void* arg);
+
+// Where a suspended fiber (or the scheduler's own OS-thread stack) resumes.
+struct Context {
+#if ADA_HOSTRUN_ASM_SWITCH
+  void* sp = nullptr;  // the saved registers live on the suspended stack itself
+#else
+  ucontext_t uc;
+  FiberEntry entry = nullptr;  // what a fresh context starts (read by the trampoline)
+  void* arg = nullptr;
+#endif
+};
+
+// A fiber stack: `usable` bytes of read-write memory with one inaccessible guard
+// page below it, so that running off the end faults at once instead of silently
+// overwriting a neighbour. Allocated with mmap; pages are only touched on use,
+// so many 64 KiB stacks cost little real memory.
+class FiberStack {
+ public:
+  explicit FiberStack(size_t usable);
+  ~FiberStack();
+  FiberStack(const FiberStack&) = delete;
+  FiberStack& operator=(const FiberStack&) = delete;
+  void* lo() const { return lo_; }
+  size_t size() const { return size_; }
+
+ private:
+  void* map_ = nullptr;  // the whole mapping, guard page first
+  size_t map_size_ = 0;
+  void* lo_ = nullptr;  // first usable byte, just above the guard page
+  size_t size_ = 0;
+};
+
+// Prepares `ctx` so that the next switch into it starts entry(arg) at the top of
+// `stack`. `entry` must never return (it switches away for good instead).
+void make_context(Context& ctx, const FiberStack& stack, FiberEntry entry, void* arg);
+
+// Saves the running context into `from` and resumes `to`. Returns when some
+// later switch resumes `from`.
+void switch_context(Context& from, Context& to);
+
+// Makes a fault in any guard page print a one-line "fiber stack overflow" hint
+// before the process dies (the default would be a bare segmentation fault).
+// Idempotent per OS thread; other faults keep their previous handling.
+void install_overflow_reporter();
+
+}  // namespace ada::hostrun

@@ -1,0 +1,131 @@
+// The host runner's scheduler: how a kernel launch executes on the CPU, and the
+// internal entry points that the device built-ins (device.h, wmma.h) call.
+//
+// A launch runs its blocks one after another on the calling OS thread. The
+// threads of a block are cooperative fibers: each runs until it reaches a block
+// barrier, a warp-collective operation or its end, and only then does another
+// thread run. A barrier releases when every thread of the block has reached it;
+// a warp collective completes when every lane named in its mask has reached it.
+// Threads are resumed in a configurable order (seeded shuffle by default), so a
+// kernel that forgets a barrier reads values that were not written yet instead
+// of being lucky. Misuse that would hang or be undefined on a GPU (a thread that
+// exits while others wait at __syncthreads, different __syncthreads call sites,
+// a shuffle naming an exited lane, a launch inside a kernel) raises ada::Error
+// from the launch, with the block and thread that hit it.
+//
+// Nothing here is needed to write kernels; kernel code uses compat.h/launch.h.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "hostrun/vector_types.h"
+
+namespace ada::hostrun {
+
+// ---------------------------------------------------------------------------
+// Configuration (tests may change it; the defaults come from the environment:
+// ADA_HOSTRUN_ORDER=shuffle|reverse|forward, ADA_HOSTRUN_SEED=<n>,
+// ADA_HOSTRUN_STACK_KB=<n>, ADA_HOSTRUN_POISON=0|1).
+
+// The order in which a block's runnable threads are resumed. Shuffle (seeded by
+// seed, block index and barrier phase; reproducible run to run) exposes a
+// missing barrier whichever way the data flows; forward order hides
+// "read a lower thread's value" bugs and reverse order hides "read a higher
+// thread's value" bugs (tree reductions), so each alone misses some.
+enum class Order { Shuffle, Reverse, Forward };
+
+struct Config {
+  Order order = Order::Shuffle;
+  uint64_t seed = 0x5eed;
+  size_t stack_bytes = 64 * 1024;  // per fiber; a guard page sits below each stack
+  // Fill shared memory (static __shared__ variables and the dynamic buffer) with
+  // 0xff bytes before every block: reads of shared memory that the block did not
+  // write then see NaN / -1 instead of a previous block's leftovers.
+  bool poison_shared = true;
+};
+
+Config config();
+void set_config(const Config& c);  // not from inside a kernel
+
+// Sets a config for the lifetime of the object (tests).
+class ScopedConfig {
+ public:
+  explicit ScopedConfig(const Config& c) : saved_(config()) { set_config(c); }
+  ~ScopedConfig() { set_config(saved_); }
+  ScopedConfig(const ScopedConfig&) = delete;
+  ScopedConfig& operator=(const ScopedConfig&) = delete;
+
+ private:
+  Config saved_;
+};
+
+// Counters since the start of the process (or reset_stats), for overhead reports.
+struct Stats {
+  uint64_t launches = 0;
+  uint64_t blocks = 0;
+  uint64_t threads = 0;
+  uint64_t switches = 0;          // fiber context switches
+  uint64_t block_barriers = 0;    // releases of __syncthreads (per block)
+  uint64_t warp_collectives = 0;  // completed warp-collective operations (per warp)
+  uint64_t fibers = 0;            // fiber stacks currently allocated
+};
+Stats stats();
+void reset_stats();
+
+// ---------------------------------------------------------------------------
+// Launch. The type-erased body runs one thread: `thunk(ctx)` calls the kernel
+// with the launch arguments (see launch.h). `kernel_id` identifies the kernel
+// for cudaFuncSetAttribute.
+using KernelThunk = void (*)(void* ctx);
+void run_launch(const void* kernel_id, dim3 grid, dim3 block, size_t dynamic_shared_bytes,
+                KernelThunk thunk, void* ctx);
+
+// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n).
+// Without it a launch may ask for at most 48 KiB, as on the GPU.
+void set_max_dynamic_shared(const void* kernel_id, size_t bytes);
+constexpr size_t kDefaultDynamicShared = 48 * 1024;
+constexpr size_t kMaxDynamicSharedOptin = 227 * 1024;  // sm_90
+
+// ---------------------------------------------------------------------------
+// Called by the device built-ins, from inside a running kernel thread.
+
+namespace detail {
+// The coordinates of the running thread. The scheduler rewrites them before it
+// resumes each fiber; kernels read them as threadIdx, blockIdx, ... (device.h).
+inline uint3 thread_idx{0, 0, 0};
+inline uint3 block_idx{0, 0, 0};
+inline dim3 block_dim{1, 1, 1};
+inline dim3 grid_dim{1, 1, 1};
+}  // namespace detail
+
+// __syncthreads and its counting variants: waits until every thread of the
+// block has reached the same call site (file:line); returns how many threads
+// passed a non-zero predicate.
+int block_barrier(const char* file, int line, int predicate);
+
+// A warp-collective operation. Each participating lane passes its own record
+// (usually on its own stack, which stays alive while the lane waits); the last
+// lane to arrive calls `complete` once with every participant's record,
+// indexed by lane (null for lanes outside the group); then all of them go on.
+// Lanes that meet must use the same `complete` function and the same mask.
+struct WarpCall {
+  void (*complete)(WarpCall* const* lanes, unsigned group) = nullptr;
+  const char* name = "warp collective";  // for error messages
+};
+void warp_sync_point(unsigned mask, WarpCall* call);
+
+// Lane (0..31) of the running thread in its warp.
+unsigned current_lane();
+// Lanes of the running thread's warp that exist and have not exited. This is
+// what __activemask() returns under the runner: it cannot see divergence.
+unsigned live_lanes();
+
+// The dynamic shared memory of the running block (DYNAMIC_SHARED).
+void* dynamic_shared();
+
+// Aborts the launch: the launch throws ada::Error("hostrun: <where>: msg").
+// Usable from kernel code (e.g. __trap) and from the built-ins.
+[[noreturn]] void kernel_fail(const std::string& msg);
+
+}  // namespace ada::hostrun

@@ -1,0 +1,78 @@
+#include "train/options.h"
+
+#include "core/common.h"
+
+namespace ada {
+
+void add_train_flags(Flags& f, TrainOptions& o) {
+  f.section("model");
+  f.add("--method", &o.method, "standard | looped | ponder | pause | adaponder | cyb | tah | latent_cot");
+  f.add("--config", &o.config, "size preset: test | tiny | small | 70m");
+  f.add("--vocab", &o.vocab, "override: vocabulary size V (0 = preset)");
+  f.add("--dim", &o.dim, "override: model width D");
+  f.add("--layers", &o.layers, "override: layers L");
+  f.add("--heads", &o.heads, "override: attention heads H");
+  f.add("--hidden", &o.hidden, "override: SwiGLU hidden width F");
+  f.add("--max-seq", &o.max_seq, "override: context length the model supports");
+  f.add("--tied", &o.tied, "override: 1 ties the output head to the embedding, 0 unties (-1 = preset)");
+  f.section("data");
+  f.add("--data", &o.data, "training text file, or token shards (file, glob or directory)");
+  f.add("--tokenizer", &o.tokenizer, "bytes | gpt2 | path to a BPE file");
+  f.add("--val-fraction", &o.val_fraction, "fraction of a text file held out for validation (its end)");
+  f.section("optimisation");
+  f.add("--steps", &o.steps, "optimizer steps");
+  f.add("--batch", &o.batch, "sequences per micro-batch B");
+  f.add("--seq", &o.seq, "tokens per sequence T");
+  f.add("--accum", &o.accum, "micro-batches accumulated per optimizer step");
+  f.add("--lr", &o.lr, "peak learning rate");
+  f.add("--min-lr-frac", &o.min_lr_frac, "cosine decay ends at this fraction of --lr");
+  f.add("--warmup", &o.warmup, "linear warmup steps");
+  f.add("--weight-decay", &o.weight_decay, "AdamW decoupled weight decay (matrices only)");
+  f.add("--clip", &o.clip, "gradient global-norm clipping (0 = off)");
+  f.add("--beta1", &o.beta1, "AdamW beta1");
+  f.add("--beta2", &o.beta2, "AdamW beta2");
+  f.add("--seed", &o.seed, "seed for initialisation and data order");
+  f.section("evaluation and output");
+  f.add("--eval-every", &o.eval_every, "evaluate on validation data every N steps (0 = only at the end)");
+  f.add("--eval-batches", &o.eval_batches, "validation batches per evaluation");
+  f.add("--log-every", &o.log_every, "print a progress line every N steps");
+  f.add("--out", &o.out, "output directory (metrics.jsonl, checkpoints); default runs/<method>-<config>");
+  f.add("--threads", &o.threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)");
+  add_method_flags(f, o.method_opts);
+}
+
+ModelConfig TrainOptions::model_config() const {
+  ModelConfig c = preset_config(config);
+  if (vocab) c.vocab = vocab;
+  if (dim) c.dim = dim;
+  if (layers) c.layers = layers;
+  if (heads) c.heads = heads;
+  if (hidden) c.hidden = hidden;
+  if (max_seq) c.max_seq = max_seq;
+  if (tied >= 0) c.tied = tied != 0;
+  c.validate();
+  return c;
+}
+
+void TrainOptions::validate() const {
+  const ModelConfig c = model_config();
+  check(steps > 0, "--steps must be positive (got " + std::to_string(steps) + ")");
+  check(batch > 0, "--batch must be positive (got " + std::to_string(batch) + ")");
+  check(seq > 0, "--seq must be positive (got " + std::to_string(seq) + ")");
+  check(seq <= c.max_seq, "--seq " + std::to_string(seq) + " is longer than the model context " +
+                              std::to_string(c.max_seq) + " (raise --max-seq)");
+  check(accum > 0, "--accum must be positive (got " + std::to_string(accum) + ")");
+  check(lr > 0 && lr < 10, "--lr must be in (0, 10) (got " + std::to_string(lr) + ")");
+  check(min_lr_frac >= 0 && min_lr_frac <= 1, "--min-lr-frac must be in [0, 1]");
+  check(warmup >= 0, "--warmup must be >= 0");
+  check(weight_decay >= 0, "--weight-decay must be >= 0");
+  check(clip >= 0, "--clip must be >= 0");
+  check(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "--beta1 and --beta2 must be in [0, 1)");
+  check(eval_every >= 0, "--eval-every must be >= 0");
+  check(eval_batches > 0, "--eval-batches must be positive");
+  check(log_every > 0, "--log-every must be positive");
+  check(val_fraction > 0 && val_fraction < 1, "--val-fraction must be in (0, 1)");
+  check(threads >= 0, "--threads must be >= 0");
+}
+
+}  // namespace ada

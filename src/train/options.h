@@ -1,0 +1,43 @@
+// Everything a training run is configured by, the flags that set it, and the
+// checks that reject impossible values before any work starts. Shared by
+// train_cpu and train_gpu so the two take exactly the same flags.
+#pragma once
+#include <string>
+
+#include "core/config.h"
+#include "methods/registry.h"
+#include "train/flags.h"
+
+namespace ada {
+
+struct TrainOptions {
+  std::string method = "standard";
+  std::string config = "tiny";
+  // model size overrides (0 / -1 = keep the preset's value)
+  int vocab = 0, dim = 0, layers = 0, heads = 0, hidden = 0, max_seq = 0;
+  int tied = -1;
+  // data
+  std::string data = "data/kjv.txt";
+  std::string tokenizer = "bytes";
+  double val_fraction = 0.1;
+  // optimisation
+  long long steps = 600;
+  int batch = 16, seq = 128, accum = 1;
+  double lr = 3e-3, min_lr_frac = 0.1, weight_decay = 0.1, clip = 1.0, beta1 = 0.9, beta2 = 0.95;
+  long long warmup = 30;
+  long long seed = 1337;
+  // evaluation and logging
+  long long eval_every = 100;
+  int eval_batches = 8;
+  long long log_every = 10;
+  std::string out;  // default runs/<method>-<config>
+  int threads = 0;  // 0 = OpenMP default
+  MethodOptions method_opts;
+
+  ModelConfig model_config() const;  // preset + overrides, validated
+  void validate() const;             // throws ada::Error on impossible values
+};
+
+void add_train_flags(Flags& f, TrainOptions& o);
+
+}  // namespace ada
