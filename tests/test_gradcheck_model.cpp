@@ -5,7 +5,8 @@
 
 #include "backend/cpu_backend.h"
 #include "gradcheck.h"
-#include "methods/standard.h"
+#include "methods/registry.h"
+#include "methods/soft_embedding.h"
 
 using namespace ada;
 using namespace ada::test;
@@ -91,26 +92,67 @@ TEST(GradCheckModel, BackboneParamsAndInput) {
   expect_grad_close("input x", dx_analytic, numeric_grad(x.data(), x.size(), loss));
 }
 
-TEST(GradCheckModel, StandardMethodLoss) {
-  Bd be;
-  StandardMethod<Bd> method;
-  const ModelConfig cfg = test_config();
-  auto m = make_model(be, cfg, method);
-  randomize(*m, 4);
-  Batch b = random_batch(2, 7, cfg.vocab, 5);
-  b.targets[3] = -1;  // an unsupervised position must not contribute
-  auto loss = [&]() {
+// Every method's training loss: all parameter tensors (backbone and the
+// method's own), double precision, relative error below 1e-6.
+TEST(GradCheckModel, EveryMethodLoss) {
+  for (const std::string name : method_names()) {
+    SCOPED_TRACE(name);
+    if (std::getenv("ADA_VERBOSE")) std::printf("method %s\n", name.c_str());
+    Bd be;
+    MethodOptions mo;
+    mo.iters = 2, mo.ponder_steps = 2, mo.pauses = 2;
+    auto method = make_method<Bd>(name, mo);
+    const ModelConfig cfg = test_config();
+    auto m = make_model(be, cfg, *method);
+    randomize(*m, 4);
+    Batch b = random_batch(2, 7, cfg.vocab, 5);
+    b.targets[3] = -1;  // an unsupervised position must not contribute
+    auto loss = [&]() {
+      m->arena.reset();
+      method->forward(*m, b, false);
+      return method->stats(*m).loss;
+    };
+    m->zero_grads();
     m->arena.reset();
-    method.forward(*m, b, false);
-    return method.stats(*m).loss;
-  };
-  m->zero_grads();
-  m->arena.reset();
-  method.forward(*m, b, true);
-  method.backward(*m, 1.0);
-  std::vector<double> grads(m->grads.data(), m->grads.data() + m->num_params());
-  for (auto& p : m->layout.tensors()) {
-    std::vector<double> a(grads.begin() + p.offset, grads.begin() + p.offset + p.numel);
-    expect_grad_close(p.name, a, numeric_grad(m->params.data() + p.offset, p.numel, loss));
+    method->forward(*m, b, true);
+    method->backward(*m, 1.0);
+    std::vector<double> grads(m->grads.data(), m->grads.data() + m->num_params());
+    for (auto& p : m->layout.tensors()) {
+      std::vector<double> a(grads.begin() + p.offset, grads.begin() + p.offset + p.numel);
+      expect_grad_close(p.name, a, numeric_grad(m->params.data() + p.offset, p.numel, loss));
+    }
   }
+}
+
+// The soft embedding map phi = c softmax(z) E on its own (ponder, adaponder, TaH).
+TEST(GradCheckModel, SoftEmbeddingMap) {
+  Bd be;
+  const ModelConfig cfg = test_config();
+  ParamLayout lay;
+  add_backbone_params(lay, cfg);
+  lay.finalize();
+  Model<Bd> m(be, cfg, lay);
+  randomize(m, 6);
+  const int n = 5, V = cfg.vocab, D = cfg.dim;
+  std::vector<double> z = random_vec((size_t)n * V, 7, 2.0);
+  const std::vector<double> R = random_vec((size_t)n * D, 8);
+  const double c = 1.3;
+  auto loss = [&]() {
+    m.arena.reset();
+    SoftEmbedding<Bd> se;
+    double* phi = se.forward(m, z.data(), n, c);
+    double L = 0;
+    for (size_t i = 0; i < R.size(); i++) L += R[i] * phi[i];
+    return L;
+  };
+  m.zero_grads();
+  m.arena.reset();
+  SoftEmbedding<Bd> se;
+  se.forward(m, z.data(), n, c);
+  double* dz = se.backward(m, R.data());
+  std::vector<double> dz_a(dz, dz + z.size());
+  const ParamInfo& E = m.layout.get("tok_embeddings.weight");
+  std::vector<double> dE(m.grads.data() + E.offset, m.grads.data() + E.offset + E.numel);
+  expect_grad_close("z", dz_a, numeric_grad(z.data(), z.size(), loss));
+  expect_grad_close("E", dE, numeric_grad(m.params.data() + E.offset, E.numel, loss));
 }

@@ -8,9 +8,11 @@
 // last --val-fraction of the tokens become the validation split. Output, in
 // llm.c's naming: DIR/<name>_val_000000.bin, DIR/<name>_train_000000.bin,
 // DIR/<name>_train_000001.bin, ... with at most --shard-tokens tokens each.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <sys/stat.h>
 #include <vector>
@@ -75,10 +77,14 @@ Options parse_args(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       std::exit(0);
     }
-    if (a.rfind("--", 0) != 0) {
+    if (a.size() < 2 || a[0] != '-') {  // not a flag: an input file
       o.inputs.push_back(a);
       continue;
     }
+    static const char* const kFlags[] = {"--tokenizer", "--train-bpe", "--bpe-out",     "--out-dir",
+                                         "--name",      "--val-fraction", "--shard-tokens"};
+    check(std::find(std::begin(kFlags), std::end(kFlags), a) != std::end(kFlags),
+          "unknown flag " + a + " (see --help)");
     check(i + 1 < argc, a + " needs a value (see --help)");
     const std::string v = argv[++i];
     if (a == "--tokenizer") o.tokenizer = v;
@@ -87,8 +93,7 @@ Options parse_args(int argc, char** argv) {
     else if (a == "--out-dir") o.out_dir = v;
     else if (a == "--name") o.name = v;
     else if (a == "--val-fraction") o.val_fraction = parse_fraction(a, v);
-    else if (a == "--shard-tokens") o.shard_tokens = parse_count(a, v);
-    else fail("unknown flag " + a + " (see --help)");
+    else o.shard_tokens = parse_count(a, v);  // --shard-tokens
   }
   check(!o.inputs.empty(), "no input text files given (see --help)");
   const bool training = o.train_bpe > 0 || !o.bpe_out.empty();

@@ -84,6 +84,13 @@ class CpuBackend {
                        bool accumulate_dx = false) {
     ada::matmul_backward(dx, dW, dy, x, W, N, I, O, accumulate_dx);
   }
+  void matmul_nn_forward(T* y, const T* x, const T* W, int N, int I, int O, bool accumulate = false) {
+    ada::matmul_nn_forward(y, x, W, N, I, O, accumulate);
+  }
+  void matmul_nn_backward(T* dx, T* dW, const T* dy, const T* x, const T* W, int N, int I, int O,
+                          bool accumulate_dx = false) {
+    ada::matmul_nn_backward(dx, dW, dy, x, W, N, I, O, accumulate_dx);
+  }
   void rope_forward(T* x, int ld, int nheads, const int* pos, int N, int hs, const T* c, const T* s) {
     ada::rope_forward(x, ld, nheads, pos, N, hs, c, s);
   }

@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "methods/method.h"
+#include "methods/looped.h"
+#include "methods/pause.h"
+#include "methods/ponder.h"
 #include "methods/standard.h"
 #include "train/flags.h"
 
@@ -24,11 +27,14 @@ inline void add_method_flags(Flags& f, MethodOptions& o) {
   f.add("--pauses", &o.pauses, "pause: <PAUSE> tokens inserted after every real token");
 }
 
-inline std::vector<std::string> method_names() { return {"standard"}; }
+inline std::vector<std::string> method_names() { return {"standard", "looped", "ponder", "pause"}; }
 
 template <class Bk>
 std::unique_ptr<Method<Bk>> make_method(const std::string& name, const MethodOptions& o) {
   if (name == "standard") return std::make_unique<StandardMethod<Bk>>();
+  if (name == "looped") return std::make_unique<LoopedMethod<Bk>>(o.iters);
+  if (name == "ponder") return std::make_unique<PonderMethod<Bk>>(o.ponder_steps);
+  if (name == "pause") return std::make_unique<PauseMethod<Bk>>(o.pauses);
   std::string all;
   for (auto& n : method_names()) all += (all.empty() ? "" : ", ") + n;
   fail("unknown --method '" + name + "' (available: " + all + ")");

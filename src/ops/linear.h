@@ -56,4 +56,35 @@ void matmul_backward(T* dx, T* dW, const T* dy, const T* x, const T* W, int N, i
   DW.noalias() += DY.transpose() * cmat(x, N, I, I);
 }
 
+// The same with the weight used as stored, (in, out): y = x W.
+// (PonderLM's soft embedding p E multiplies probabilities (N, V) by the
+// embedding table (V, D) as it is.)
+//   forward:  y = x W          x (N, I), W (I, O), y (N, O)
+//   backward: dx = dy W^T      (set, or += with accumulate_dx)
+//             dW += x^T dy
+template <class T>
+void matmul_nn_forward(T* y, const T* x, const T* W, int N, int I, int O, bool accumulate = false) {
+  if (N == 0) return;
+  auto Y = mat(y, N, O, O);
+  if (accumulate)
+    Y.noalias() += cmat(x, N, I, I) * cmat(W, I, O, O);
+  else
+    Y.noalias() = cmat(x, N, I, I) * cmat(W, I, O, O);
+}
+
+template <class T>
+void matmul_nn_backward(T* dx, T* dW, const T* dy, const T* x, const T* W, int N, int I, int O,
+                        bool accumulate_dx = false) {
+  if (N == 0) return;
+  auto DY = cmat(dy, N, O, O);
+  if (dx) {
+    auto DX = mat(dx, N, I, I);
+    if (accumulate_dx)
+      DX.noalias() += DY * cmat(W, I, O, O).transpose();
+    else
+      DX.noalias() = DY * cmat(W, I, O, O).transpose();
+  }
+  mat(dW, I, O, O).noalias() += cmat(x, N, I, I).transpose() * DY;
+}
+
 }  // namespace ada

@@ -16,8 +16,8 @@
 // File format ("ada-bpe", version 1), plain text, '\n' line ends:
 //
 //   ada-bpe 1 4096        magic, format version, vocabulary size
-//   32 116                merge 0 -> id 256 joins ids 32 (' ') and 116 ('t')
-//   104 101               merge 1 -> id 257 joins 'h' and 'e'
+//   116 104               merge 0 -> id 256 joins ids 116 ('t') and 104 ('h')
+//   32 256                merge 1 -> id 257 joins ' ' and id 256 ("th")
 //   ...                   exactly vocab_size - 256 merge lines, each two
 //                         decimal ids that already exist at that line
 //                         (< 256 + line's merge index); no duplicate pairs

@@ -12,6 +12,7 @@ namespace ada {
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   std::string out;
+  out.reserve(ids.size() * 4);
   for (int32_t id : ids) out += decode_token(id);
   return out;
 }

@@ -1,0 +1,116 @@
+// looped: the same L-block stack applied K+1 times to the hidden state, with
+// shared weights, and the final norm once at the end (the LoopedLM baseline of
+// the PonderLM-2 / latent-CoT papers, methods.md section 3):
+//   x^0 = E[x];   x^{i+1} = Blocks(x^i)  for i = 0..K;   z = W RMSNorm(x^{K+1})
+// Every loop is an ordinary causal pass with its own KV store, so loop i
+// attends to loop-i keys only; generation keeps one KV cache per (loop, layer).
+// Cost: (K+1) x standard per token.
+#pragma once
+#include "methods/method.h"
+#include "methods/next_token_loss.h"
+
+namespace ada {
+
+template <class Bk>
+class LoopedMethod : public Method<Bk> {
+ public:
+  using T = typename Bk::Real;
+  explicit LoopedMethod(int extra_loops) : K_(extra_loops) {
+    check(K_ >= 0, "--iters must be >= 0 (got " + std::to_string(K_) + ")");
+  }
+  std::string name() const override { return "looped"; }
+  int max_passes() const override { return K_ + 1; }
+
+  void forward(Model<Bk>& m, const Batch& b, bool training) override {
+    m.flops.reset();
+    n_ = b.B * b.T;
+    const PassPlan plan = PassPlan::dense(b.B, b.T, b.T);
+    kv_.assign(K_ + 1, KvStore<Bk>());
+    acts_.clear();
+    const T* x = m.embed(b.inputs, T(1), &ids_);
+    for (int i = 0; i <= K_; i++) {  // x^{i+1} = Blocks(x^i)
+      kv_[i].init(m.be, m.arena, b.B, b.T, m.cfg.layers, m.cfg.dim, kAnyDepth, training);
+      acts_.push_back(m.forward_pass(plan, kv_[i], x));
+      x = acts_.back().out();
+    }
+    ro_ = m.readout_forward(x, n_);
+    loss_.forward(m, ro_.logits, b.targets);
+  }
+
+  void backward(Model<Bk>& m, double loss_scale) override {
+    T* dx = m.zeros((size_t)n_ * m.cfg.dim);
+    m.readout_backward(ro_, loss_.backward(m, loss_scale), dx);
+    for (int i = K_; i >= 0; i--) m.backward_pass(acts_[i], kv_[i], dx);  // dx: d x^{i+1} -> d x^i
+    m.be.embedding_backward(m.g.embed, ids_, dx, n_, m.cfg.dim, T(1));
+  }
+
+  StepStats stats(Model<Bk>& m) override {
+    StepStats s;
+    s.ce = s.loss = loss_.mean(m);
+    s.tokens = loss_.count;
+    s.fwd_flops = m.flops.fwd;
+    s.train_flops = 3 * m.flops.fwd;
+    s.halting = {{"passes", (double)(K_ + 1)}};
+    return s;
+  }
+  void per_token(Model<Bk>& m, std::vector<double>& nll, std::vector<double>& passes) override {
+    loss_.per_token(m, nll);
+    passes.assign(n_, K_ + 1.0);
+  }
+  void probabilities(Model<Bk>& m, std::vector<double>& probs) override {
+    probabilities_to_host(m, ro_.logits, n_, probs);
+  }
+  std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) override;
+
+ private:
+  int K_;
+  int n_ = 0;
+  int* ids_ = nullptr;
+  std::vector<KvStore<Bk>> kv_;
+  std::vector<typename Model<Bk>::PassActs> acts_;
+  typename Model<Bk>::ReadoutActs ro_;
+  NextTokenLoss<Bk> loss_;
+};
+
+// One cache per loop; each new token runs the K+1 loops on its single row.
+template <class Bk>
+class LoopedDecoder : public Decoder<Bk> {
+ public:
+  using T = typename Bk::Real;
+  LoopedDecoder(Model<Bk>& m, int max_len, int loops) : m_(m), arena_(m.be), kv_(loops) {
+    check(max_len <= m.cfg.max_seq, "decoder length exceeds the model context");
+    for (auto& kv : kv_) kv.init(m.be, arena_, 1, max_len, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
+  }
+  const std::vector<double>& step(int token) override {
+    check(len_ < kv_[0].S, "decoder is full");
+    m_.arena.reset();
+    m_.flops.reset();
+    PassPlan plan;
+    plan.B = 1, plan.S = kv_[0].S, plan.slot = {len_}, plan.pos = {len_};
+    plan.finish();
+    const T* x = m_.embed({token}, T(1));
+    for (auto& kv : kv_) x = m_.forward_pass(plan, kv, x).out();
+    probabilities_to_host(m_, m_.readout_forward(x, 1).logits, 1, probs_);
+    flops_ += m_.flops.fwd;
+    len_++;
+    return probs_;
+  }
+  int length() const override { return len_; }
+  double flops() const override { return flops_; }
+  double passes_last() const override { return (double)kv_.size(); }
+
+ private:
+  Model<Bk>& m_;
+  Arena<Bk> arena_;
+  std::vector<KvStore<Bk>> kv_;
+  std::vector<double> probs_;
+  int len_ = 0;
+  double flops_ = 0;
+};
+
+template <class Bk>
+std::unique_ptr<Decoder<Bk>> LoopedMethod<Bk>::decoder(Model<Bk>& m, int max_len) {
+  return std::make_unique<LoopedDecoder<Bk>>(m, max_len, K_ + 1);
+}
+
+}  // namespace ada

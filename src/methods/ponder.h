@@ -1,0 +1,150 @@
+// ponder: PonderLM (Zeng et al. 2025; methods.md section 1). P pondering
+// passes, each feeding back the probability-weighted embedding of its own
+// prediction, then a final pass that predicts:
+//   e^0_t = s0 * sqrt(D) * E[x_t]                 s0 = P (the official scripts' multiply_pondering_steps)
+//   for i = 1..P:
+//     H^i = F(e^{i-1})                            full causal pass (blocks + final norm)
+//     e^i = e^{i-1} + sqrt(D) * softmax(W H^i) E  soft embedding map (soft_embedding.h)
+//   logits = W F(e^P);   L = CE(logits, y)        loss on the last pass only
+// Full backpropagation through every pass and every soft embedding (no
+// stop-gradient). Each pass has its own KV store (pass i attends to pass-i
+// keys), so decoding keeps one KV cache per pass. Cost: (P+1) passes plus P
+// soft embeddings (2 V x D products each) per token.
+#pragma once
+#include <cmath>
+
+#include "methods/method.h"
+#include "methods/next_token_loss.h"
+#include "methods/soft_embedding.h"
+
+namespace ada {
+
+template <class Bk>
+class PonderMethod : public Method<Bk> {
+ public:
+  using T = typename Bk::Real;
+  explicit PonderMethod(int ponder_steps) : P_(ponder_steps) {
+    check(P_ >= 1, "--ponder-steps must be >= 1 (got " + std::to_string(P_) + ")");
+  }
+  std::string name() const override { return "ponder"; }
+  int max_passes() const override { return P_ + 1; }
+
+  void forward(Model<Bk>& m, const Batch& b, bool training) override {
+    m.flops.reset();
+    n_ = b.B * b.T;
+    const T c = T(std::sqrt((double)m.cfg.dim));
+    const PassPlan plan = PassPlan::dense(b.B, b.T, b.T);
+    kv_.assign(P_ + 1, KvStore<Bk>());
+    acts_.clear(), ro_.clear(), se_.assign(P_, SoftEmbedding<Bk>());
+    T* e = m.embed(b.inputs, T(P_) * c, &ids_);  // e^0 = s0 sqrt(D) E[x]
+    for (int i = 0; i <= P_; i++) {
+      kv_[i].init(m.be, m.arena, b.B, b.T, m.cfg.layers, m.cfg.dim, kAnyDepth, training);
+      acts_.push_back(m.forward_pass(plan, kv_[i], e));         // H^{i+1} = F(e^i)
+      ro_.push_back(m.readout_forward(acts_.back().out(), n_));  // W H^{i+1}
+      if (i == P_) break;
+      T* phi = se_[i].forward(m, ro_.back().logits, n_, c);     // sqrt(D) softmax(W H) E
+      T* next = m.alloc((size_t)n_ * m.cfg.dim);
+      m.be.add(next, e, phi, (size_t)n_ * m.cfg.dim);            // e^{i+1} = e^i + phi
+      e = next;
+    }
+    loss_.forward(m, ro_.back().logits, b.targets);
+  }
+
+  void backward(Model<Bk>& m, double loss_scale) override {
+    const int D = m.cfg.dim;
+    const size_t nd = (size_t)n_ * D;
+    T* de = m.zeros(nd);  // dL/de^P
+    m.readout_backward(ro_[P_], loss_.backward(m, loss_scale), de);
+    m.backward_pass(acts_[P_], kv_[P_], de);
+    T* dh = m.alloc(nd);
+    for (int i = P_ - 1; i >= 0; i--) {
+      // e^{i+1} = e^i + phi(F(e^i)): the residual passes de through; the pondering path adds to it.
+      T* dz = se_[i].backward(m, de);
+      m.be.fill(dh, T(0), nd);
+      m.readout_backward(ro_[i], dz, dh);
+      m.backward_pass(acts_[i], kv_[i], dh);
+      m.be.axpy(de, T(1), dh, nd);  // de = dL/de^i
+    }
+    m.be.embedding_backward(m.g.embed, ids_, de, n_, D, T(P_) * T(std::sqrt((double)D)));
+  }
+
+  StepStats stats(Model<Bk>& m) override {
+    StepStats s;
+    s.ce = s.loss = loss_.mean(m);
+    s.tokens = loss_.count;
+    s.fwd_flops = m.flops.fwd;
+    s.train_flops = 3 * m.flops.fwd;
+    s.halting = {{"passes", (double)(P_ + 1)}};
+    return s;
+  }
+  void per_token(Model<Bk>& m, std::vector<double>& nll, std::vector<double>& passes) override {
+    loss_.per_token(m, nll);
+    passes.assign(n_, P_ + 1.0);
+  }
+  void probabilities(Model<Bk>& m, std::vector<double>& probs) override {
+    probabilities_to_host(m, ro_.back().logits, n_, probs);
+  }
+  std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) override;
+
+ private:
+  int P_;
+  int n_ = 0;
+  int* ids_ = nullptr;
+  std::vector<KvStore<Bk>> kv_;
+  std::vector<typename Model<Bk>::PassActs> acts_;
+  std::vector<typename Model<Bk>::ReadoutActs> ro_;
+  std::vector<SoftEmbedding<Bk>> se_;
+  NextTokenLoss<Bk> loss_;
+};
+
+// One KV cache per pass; a new token runs the P+1 passes on its single row.
+template <class Bk>
+class PonderDecoder : public Decoder<Bk> {
+ public:
+  using T = typename Bk::Real;
+  PonderDecoder(Model<Bk>& m, int max_len, int P) : m_(m), arena_(m.be), kv_(P + 1), P_(P) {
+    check(max_len <= m.cfg.max_seq, "decoder length exceeds the model context");
+    for (auto& kv : kv_) kv.init(m.be, arena_, 1, max_len, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
+  }
+  const std::vector<double>& step(int token) override {
+    check(len_ < kv_[0].S, "decoder is full");
+    m_.arena.reset();
+    m_.flops.reset();
+    const T c = T(std::sqrt((double)m_.cfg.dim));
+    PassPlan plan;
+    plan.B = 1, plan.S = kv_[0].S, plan.slot = {len_}, plan.pos = {len_};
+    plan.finish();
+    T* e = m_.embed({token}, T(P_) * c);
+    for (int i = 0;; i++) {
+      auto ro = m_.readout_forward(m_.forward_pass(plan, kv_[i], e).out(), 1);
+      if (i == P_) {
+        probabilities_to_host(m_, ro.logits, 1, probs_);
+        break;
+      }
+      SoftEmbedding<Bk> se;
+      m_.be.axpy(e, T(1), se.forward(m_, ro.logits, 1, c), m_.cfg.dim);
+    }
+    flops_ += m_.flops.fwd;
+    len_++;
+    return probs_;
+  }
+  int length() const override { return len_; }
+  double flops() const override { return flops_; }
+  double passes_last() const override { return P_ + 1.0; }
+
+ private:
+  Model<Bk>& m_;
+  Arena<Bk> arena_;
+  std::vector<KvStore<Bk>> kv_;
+  int P_;
+  std::vector<double> probs_;
+  int len_ = 0;
+  double flops_ = 0;
+};
+
+template <class Bk>
+std::unique_ptr<Decoder<Bk>> PonderMethod<Bk>::decoder(Model<Bk>& m, int max_len) {
+  return std::make_unique<PonderDecoder<Bk>>(m, max_len, P_);
+}
+
+}  // namespace ada
