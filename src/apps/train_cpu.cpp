@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
     o.validate();
     CpuBackend<float> be;
     Trainer<CpuBackend<float>> trainer(be, o);
-    DataSplit data = load_data(o);
+    auto tok = run_tokenizer(o.tokenizer, o.model_config());
+    Dataset data = load_data(o, *tok);
     trainer.run(data);
     return 0;
   } catch (const ada::Error& e) {

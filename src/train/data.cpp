@@ -1,8 +1,6 @@
 #include "train/data.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 #include <vector>
 
@@ -10,23 +8,18 @@
 
 namespace ada {
 
-DataSplit load_data(const TrainOptions& o) {
-  check(o.tokenizer == "bytes", "tokenizer '" + o.tokenizer + "' is not available yet (only 'bytes')");
-  std::ifstream f(o.data, std::ios::binary);
-  check(f.good(), "cannot open training data " + o.data);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string text = ss.str();
-  check(!text.empty(), "training data " + o.data + " is empty");
-  std::vector<int32_t> ids(text.begin(), text.end());
-  for (auto& t : ids) t &= 0xFF;
-  const size_t nval = (size_t)(ids.size() * o.val_fraction);
-  DataSplit d;
-  d.val = std::make_unique<VectorTokens>(std::vector<int32_t>(ids.end() - nval, ids.end()), 256);
-  d.train = std::make_unique<VectorTokens>(std::vector<int32_t>(ids.begin(), ids.end() - nval), 256);
-  d.description = o.data + " as bytes: " + std::to_string(d.train->size()) + " train / " +
-                  std::to_string(d.val->size()) + " val tokens";
-  return d;
+std::unique_ptr<Tokenizer> run_tokenizer(const std::string& flag, const ModelConfig& cfg) {
+  std::string name = flag;
+  if (name == "auto") name = cfg.vocab >= 50257 ? "gpt2" : "data/kjv_bpe4096.txt";
+  auto tok = load_tokenizer(name);
+  check(tok->vocab_size() <= (uint32_t)cfg.vocab,
+        "tokenizer " + name + " has " + std::to_string(tok->vocab_size()) + " tokens but the model's vocabulary is " +
+            std::to_string(cfg.vocab) + " (raise --vocab or pick a smaller tokenizer)");
+  return tok;
+}
+
+Dataset load_data(const TrainOptions& o, const Tokenizer& tok) {
+  return open_dataset(o.data, &tok, o.val_fraction);
 }
 
 double unigram_entropy(const TokenSource& src) {

@@ -1,20 +1,23 @@
-// Loading the training and validation token streams for a run.
+// Loading the tokenizer and the training / validation token streams of a run.
 #pragma once
 #include <memory>
 #include <string>
 
-#include "text/tokens.h"
+#include "text/dataset.h"
+#include "text/tokenizer.h"
 
 namespace ada {
 
 struct TrainOptions;
+struct ModelConfig;
 
-struct DataSplit {
-  std::unique_ptr<TokenSource> train, val;
-  std::string description;  // one line for the startup table
-};
+// The tokenizer a run uses: --tokenizer, or when it is "auto", GPT-2 for
+// models with a GPT-2-sized vocabulary and the shipped 4096-token BPE of the
+// corpus otherwise. Checks that the model's vocabulary can hold its ids.
+std::unique_ptr<Tokenizer> run_tokenizer(const std::string& flag, const ModelConfig& cfg);
 
-DataSplit load_data(const TrainOptions& o);
+// Train and validation streams for --data (text or shards).
+Dataset load_data(const TrainOptions& o, const Tokenizer& tok);
 
 // Entropy of the unigram distribution of the tokens, in nats per token: the
 // loss of the best model that ignores context (a trained LM must go far below).

@@ -17,7 +17,7 @@ void add_train_flags(Flags& f, TrainOptions& o) {
   f.add("--tied", &o.tied, "override: 1 ties the output head to the embedding, 0 unties (-1 = preset)");
   f.section("data");
   f.add("--data", &o.data, "training text file, or token shards (file, glob or directory)");
-  f.add("--tokenizer", &o.tokenizer, "bytes | gpt2 | path to a BPE file");
+  f.add("--tokenizer", &o.tokenizer, "auto | bytes | gpt2 | path to a BPE file (auto: GPT-2 for V >= 50257, else data/kjv_bpe4096.txt)");
   f.add("--val-fraction", &o.val_fraction, "fraction of a text file held out for validation (its end)");
   f.section("optimisation");
   f.add("--steps", &o.steps, "optimizer steps");

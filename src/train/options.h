@@ -18,7 +18,7 @@ struct TrainOptions {
   int tied = -1;
   // data
   std::string data = "data/kjv.txt";
-  std::string tokenizer = "bytes";
+  std::string tokenizer = "auto";
   double val_fraction = 0.1;
   // optimisation
   long long steps = 600;

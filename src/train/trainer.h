@@ -52,7 +52,7 @@ class Trainer {
   Model<Bk>& model() { return *model_; }
   Method<Bk>& method() { return *method_; }
 
-  TrainResult run(const DataSplit& data, bool verbose = true) {
+  TrainResult run(const Dataset& data, bool verbose = true) {
     std::filesystem::create_directories(o_.out);
     metrics_.open(o_.out + "/metrics.jsonl", false);
     if (data.train->vocab_bound())
