@@ -229,6 +229,30 @@ TEST(GradCheckOps, GatherScatterRows) {
            });
 }
 
+TEST(GradCheckOps, SiLU) {
+  const int n = 17;
+  Vec u = random_vec(n, 16, 2.0);
+  check_op({{"u", &u}}, [&] { Vec y(n); silu_forward(y.data(), u.data(), n); return y; },
+           [&](const Vec& g) {
+             Vec d(n);
+             silu_backward(d.data(), g.data(), u.data(), n);
+             return std::map<std::string, Vec>{{"u", d}};
+           });
+}
+
+TEST(GradCheckOps, ScaleRowsAndRowDot) {
+  const int n = 4, D = 5;
+  Vec x = random_vec(n * D, 17), s = random_vec(n, 18);
+  // y = s * x (rows): dx by scale_rows, ds by row_dot
+  check_op({{"x", &x}, {"s", &s}}, [&] { Vec y(n * D); scale_rows(y.data(), x.data(), s.data(), n, D); return y; },
+           [&](const Vec& g) {
+             Vec dx(n * D), ds(n);
+             scale_rows(dx.data(), g.data(), s.data(), n, D);
+             row_dot(ds.data(), g.data(), x.data(), n, D);
+             return std::map<std::string, Vec>{{"x", dx}, {"s", ds}};
+           });
+}
+
 TEST(Ops, AdamWMatchesHandComputedStep) {
   // One parameter, two steps, values worked out by hand from the formula.
   double p = 1.0, m = 0, v = 0;

@@ -108,6 +108,8 @@ class CpuBackend {
   }
   void swiglu_forward(T* y, const T* gu, int N, int F) { ada::swiglu_forward(y, gu, N, F); }
   void swiglu_backward(T* dgu, const T* dy, const T* gu, int N, int F) { ada::swiglu_backward(dgu, dy, gu, N, F); }
+  void silu_forward(T* y, const T* u, size_t n) { ada::silu_forward(y, u, n); }
+  void silu_backward(T* du, const T* dy, const T* u, size_t n) { ada::silu_backward(du, dy, u, n); }
   void logsoftmax_target_forward(T* lse, T* logp, const T* z, const int* y, int N, int V, int ld) {
     ada::logsoftmax_target_forward(lse, logp, z, y, N, V, ld);
   }
@@ -126,6 +128,8 @@ class CpuBackend {
   void scatter_add_rows(T* dst, int ldd, const T* src, int lds, const int* idx, int n, int w) {
     ada::scatter_add_rows(dst, ldd, src, lds, idx, n, w);
   }
+  void scale_rows(T* y, const T* x, const T* s, int n, int D) { ada::scale_rows(y, x, s, n, D); }
+  void row_dot(T* out, const T* a, const T* b, int n, int D) { ada::row_dot(out, a, b, n, D); }
   void add(T* y, const T* a, const T* b, size_t n) { ada::add(y, a, b, n); }
   void axpy(T* y, T alpha, const T* x, size_t n) { ada::axpy(y, alpha, x, n); }
   void scale(T* y, T alpha, size_t n) { ada::scale(y, alpha, n); }

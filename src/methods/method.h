@@ -62,6 +62,10 @@ class Method {
   // Declares the method's own tensors (pause embedding, gates, ...).
   virtual void add_params(ParamLayout&, const ModelConfig&) {}
 
+  // Training progress, for methods with schedules (AdaPonderLM's two stages
+  // and k ramp). The trainer calls it before every step; 0-based.
+  virtual void set_step(long long step, long long total_steps) {}
+
   virtual void forward(Model<Bk>& m, const Batch& batch, bool training) = 0;
   virtual void backward(Model<Bk>& m, double loss_scale) = 0;
   virtual StepStats stats(Model<Bk>& m) = 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "methods/method.h"
+#include "methods/adaponder.h"
 #include "methods/looped.h"
 #include "methods/pause.h"
 #include "methods/ponder.h"
@@ -18,6 +19,7 @@ struct MethodOptions {
   int iters = 3;         // looped: extra loops K (the stack runs K+1 times)
   int ponder_steps = 3;  // ponder / adaponder: pondering passes P (P+1 passes in all)
   int pauses = 3;        // pause: pause tokens after every real token
+  AdaPonderOptions ada;  // adaponder (ada.K is taken from ponder_steps)
 };
 
 inline void add_method_flags(Flags& f, MethodOptions& o) {
@@ -25,9 +27,19 @@ inline void add_method_flags(Flags& f, MethodOptions& o) {
   f.add("--iters", &o.iters, "looped: extra loops K; the block stack runs K+1 times");
   f.add("--ponder-steps", &o.ponder_steps, "ponder/adaponder: pondering passes P (P+1 passes per token)");
   f.add("--pauses", &o.pauses, "pause: <PAUSE> tokens inserted after every real token");
+  f.add("--tau", &o.ada.tau, "adaponder: a token stops when its gate falls below tau");
+  f.add("--ponder-k", &o.ada.ponder_k, "adaponder: final fraction of gates in the bottom-k ponder loss");
+  f.add("--ponder-lambda", &o.ada.lambda, "adaponder: weight of the ponder loss");
+  f.add("--warmup-ce-steps", &o.ada.warmup_ce, "adaponder: cross-entropy-only steps (-1 = 10% of --steps)");
+  f.add("--ponder-k-warmup", &o.ada.k_warmup, "adaponder: steps over which k ramps up (-1 = 20% of --steps)");
+  f.add("--gate-hidden", &o.ada.gate_hidden, "adaponder: gate MLP hidden width (0 = D/4)");
+  f.add("--gate-bias", &o.ada.gate_bias, "adaponder: initial gate bias (4 -> s = 0.98)");
+  f.add("--policy", &o.ada.policy, "adaponder: gates | uniform | geometric (fixed pruning baselines)");
+  f.add("--policy-passes", &o.ada.policy_passes, "adaponder fixed policies: average passes per token");
+  f.add("--compaction", &o.ada.compaction, "adaponder: compute only active rows (0 = masked reference)");
 }
 
-inline std::vector<std::string> method_names() { return {"standard", "looped", "ponder", "pause"}; }
+inline std::vector<std::string> method_names() { return {"standard", "looped", "ponder", "pause", "adaponder"}; }
 
 template <class Bk>
 std::unique_ptr<Method<Bk>> make_method(const std::string& name, const MethodOptions& o) {
@@ -35,6 +47,11 @@ std::unique_ptr<Method<Bk>> make_method(const std::string& name, const MethodOpt
   if (name == "looped") return std::make_unique<LoopedMethod<Bk>>(o.iters);
   if (name == "ponder") return std::make_unique<PonderMethod<Bk>>(o.ponder_steps);
   if (name == "pause") return std::make_unique<PauseMethod<Bk>>(o.pauses);
+  if (name == "adaponder") {
+    AdaPonderOptions a = o.ada;
+    a.K = o.ponder_steps;
+    return std::make_unique<AdaPonderMethod<Bk>>(a);
+  }
   std::string all;
   for (auto& n : method_names()) all += (all.empty() ? "" : ", ") + n;
   fail("unknown --method '" + name + "' (available: " + all + ")");

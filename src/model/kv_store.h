@@ -70,4 +70,43 @@ class KvStore {
   }
 };
 
+// KV reuse (AdaPonderLM): store `to` takes, at `slots`, the keys and values
+// that `from` holds there, in every layer, and marks them valid. A halted
+// token is thereby seen by later passes through its last executed keys.
+template <class Bk>
+void kv_copy_slots(Bk& be, Arena<Bk>& arena, const KvStore<Bk>& from, KvStore<Bk>& to, const std::vector<int>& slots) {
+  const int n = (int)slots.size(), D = to.D;
+  if (n == 0) return;
+  int* d_slots = arena.template alloc<int>(n);
+  be.to_device(d_slots, slots.data(), n);
+  auto* tmp = arena.template alloc<typename Bk::Real>((size_t)n * D);
+  for (int l = 0; l < to.L; l++) {
+    be.gather_rows(tmp, D, from.K[l], D, d_slots, n, D);
+    be.scatter_rows(to.K[l], D, tmp, D, d_slots, n, D);
+    be.gather_rows(tmp, D, from.V[l], D, d_slots, n, D);
+    be.scatter_rows(to.V[l], D, tmp, D, d_slots, n, D);
+  }
+  for (int s : slots) to.valid[s] = 1;
+  to.upload_meta(be);
+}
+
+// Its backward: the gradient that reached the copies flows back to the pass
+// that produced them, from.dK[slots] += to.dK[slots] (and dV). Call it after
+// the backward of the pass that used `to`, before the one that wrote `from`.
+template <class Bk>
+void kv_copy_slots_backward(Bk& be, Arena<Bk>& arena, KvStore<Bk>& from, const KvStore<Bk>& to,
+                            const std::vector<int>& slots) {
+  const int n = (int)slots.size(), D = to.D;
+  if (n == 0) return;
+  int* d_slots = arena.template alloc<int>(n);
+  be.to_device(d_slots, slots.data(), n);
+  auto* tmp = arena.template alloc<typename Bk::Real>((size_t)n * D);
+  for (int l = 0; l < to.L; l++) {
+    be.gather_rows(tmp, D, to.dK[l], D, d_slots, n, D);
+    be.scatter_add_rows(from.dK[l], D, tmp, D, d_slots, n, D);
+    be.gather_rows(tmp, D, to.dV[l], D, d_slots, n, D);
+    be.scatter_add_rows(from.dV[l], D, tmp, D, d_slots, n, D);
+  }
+}
+
 }  // namespace ada

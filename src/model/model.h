@@ -97,6 +97,8 @@ class Model {
   struct PassActs {
     int n = 0;
     int *slot = nullptr, *pos = nullptr, *qstart = nullptr;  // backend copies of the plan
+    int nkv = 0;                                             // rows that write K/V (== n unless plan.kv_rows)
+    int *kv_rows = nullptr, *kv_slots = nullptr;             // those rows and their slots (null when all write)
     const T* x_in = nullptr;
     std::vector<LayerActs> layers;
     const T* out() const { return layers.back().x_out; }
@@ -165,10 +167,20 @@ class Model {
     be.to_device(a.slot, plan.slot.data(), N);
     be.to_device(a.pos, plan.pos.data(), N);
     be.to_device(a.qstart, plan.qstart.data(), plan.B + 1);
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < N; i++)
       check(plan.pos[i] >= 0 && plan.pos[i] < cfg.max_seq,
             "position " + std::to_string(plan.pos[i]) + " is beyond the model context " + std::to_string(cfg.max_seq));
-      kv.valid[plan.slot[i]] = 1;
+    a.nkv = plan.kv_rows.empty() ? N : (int)plan.kv_rows.size();
+    if (plan.kv_rows.empty()) {
+      for (int i = 0; i < N; i++) kv.valid[plan.slot[i]] = 1;
+    } else {
+      std::vector<int> slots;
+      for (int r : plan.kv_rows) slots.push_back(plan.slot[r]), kv.valid[plan.slot[r]] = 1;
+      for (int i = 0; i < N; i++) check(kv.valid[plan.slot[i]], "a row that does not write its key needs a valid slot");
+      a.kv_rows = arena.template alloc<int>(a.nkv);
+      a.kv_slots = arena.template alloc<int>(a.nkv);
+      be.to_device(a.kv_rows, plan.kv_rows.data(), a.nkv);
+      be.to_device(a.kv_slots, slots.data(), a.nkv);
     }
     kv.upload_meta(be);
     count_pass_flops(plan, kv);
@@ -185,8 +197,8 @@ class Model {
       be.rmsnorm_forward(s.xn1, s.rstd1, x, W.attn_norm, N, D, cfg.norm_eps);
       be.matmul_forward(s.qkv, s.xn1, W.wqkv, N, D, 3 * D);
       be.rope_forward(s.qkv, 3 * D, 2 * H, a.pos, N, hs, rope_cos.data(), rope_sin.data());  // q and k heads
-      be.scatter_rows(kv.K[l], D, s.qkv + D, 3 * D, a.slot, N, D);
-      be.scatter_rows(kv.V[l], D, s.qkv + 2 * D, 3 * D, a.slot, N, D);
+      write_kv(a, kv.K[l], s.qkv + D);
+      write_kv(a, kv.V[l], s.qkv + 2 * D);
       be.attention_forward(s.att, s.lse, s.qkv, kv.K[l], kv.V[l], a.slot, a.qstart, kv.meta(), dims);
       be.copy(s.x_mid, x, (size_t)N * D);
       be.matmul_forward(s.x_mid, s.att, W.wo, N, D, D, /*accumulate=*/true);  // x + att Wo^T
@@ -214,7 +226,7 @@ class Model {
     T* dgu = alloc(N * 2 * F);
     T* dxn = alloc(N * D);
     T* datt = alloc(N * D);
-    T* dqkv = alloc(N * 3 * D);
+    T* dqkv = a.kv_rows ? zeros(N * 3 * D) : alloc(N * 3 * D);  // rows that wrote no K/V get none back
     for (int l = cfg.layers - 1; l >= 0; l--) {
       const LayerPtrs& W = w.layers[l];
       const LayerPtrs& G = g.layers[l];
@@ -228,8 +240,8 @@ class Model {
       be.matmul_backward(datt, G.wo, dx, s.att, W.wo, N, D, D);
       be.attention_backward(dqkv, kv.dK[l], kv.dV[l], datt, s.att, s.lse, s.qkv, kv.K[l], kv.V[l], a.slot,
                             a.qstart, kv.meta(), dims);
-      be.gather_rows(dqkv + D, 3 * D, kv.dK[l], D, a.slot, N, D);      // own keys' gradient
-      be.gather_rows(dqkv + 2 * D, 3 * D, kv.dV[l], D, a.slot, N, D);  // own values' gradient
+      read_kv_grad(a, dqkv + D, kv.dK[l]);      // own keys' gradient
+      read_kv_grad(a, dqkv + 2 * D, kv.dV[l]);  // own values' gradient
       be.rope_backward(dqkv, 3 * D, 2 * H, a.pos, N, hs, rope_cos.data(), rope_sin.data());
       be.matmul_backward(dxn, G.wqkv, dqkv, s.xn1, W.wqkv, N, D, 3 * D);
       be.rmsnorm_backward(dx, G.attn_norm, dxn, s.x_in, W.attn_norm, s.rstd1, N, D);  // dL/dx_in
@@ -252,11 +264,13 @@ class Model {
   }
 
   // dlogits (n, V) -> dx (n, D), accumulated into dx (which the caller zeroes
-  // or fills with other gradient first).
-  void readout_backward(const ReadoutActs& r, const T* dlogits, T* dx) {
+  // or fills with other gradient first). dhn_extra (n, D), optional: gradient
+  // that reached the normalised state hn by another path (a gate reading it).
+  void readout_backward(const ReadoutActs& r, const T* dlogits, T* dx, const T* dhn_extra = nullptr) {
     const int D = cfg.dim, V = cfg.vocab;
     T* dhn = alloc((size_t)r.n * D);
     be.matmul_backward(dhn, g.head, dlogits, r.hn, w.head, r.n, D, V);
+    if (dhn_extra) be.axpy(dhn, T(1), dhn_extra, (size_t)r.n * D);
     be.rmsnorm_backward(dx, g.final_norm, dhn, r.x, w.final_norm, r.rstd, r.n, D);
   }
 
@@ -284,6 +298,23 @@ class Model {
   FlopCount flops;
 
  private:
+  // src (N rows, stride 3D) -> store rows at the slots of the rows that write.
+  void write_kv(const PassActs& a, T* store, const T* src) {
+    const int D = cfg.dim;
+    if (!a.kv_rows) return be.scatter_rows(store, D, src, 3 * D, a.slot, a.n, D);
+    T* tmp = alloc((size_t)a.nkv * D);
+    be.gather_rows(tmp, D, src, 3 * D, a.kv_rows, a.nkv, D);
+    be.scatter_rows(store, D, tmp, D, a.kv_slots, a.nkv, D);
+  }
+  // The reverse: gradient at those slots -> the rows' k or v columns of dqkv.
+  void read_kv_grad(const PassActs& a, T* dst, const T* dstore) {
+    const int D = cfg.dim;
+    if (!a.kv_rows) return be.gather_rows(dst, 3 * D, dstore, D, a.slot, a.n, D);
+    T* tmp = alloc((size_t)a.nkv * D);
+    be.gather_rows(tmp, D, dstore, D, a.kv_slots, a.nkv, D);
+    be.scatter_rows(dst, 3 * D, tmp, D, a.kv_rows, a.nkv, D);
+  }
+
   Ptrs pointers(T* base) const {
     Ptrs p;
     auto at = [&](const std::string& n) { return base + layout.get(n).offset; };

@@ -17,6 +17,11 @@ struct PassPlan {
   int B = 0;  // sequences
   int S = 0;  // slots per sequence in the store the plan writes to
   std::vector<int> slot, pos, qstart;
+  // Rows (indices into this plan) that write their K/V into their slot; empty
+  // means every row does. A row that does not write still queries: its slot
+  // must already hold a valid key (AdaPonderLM's masked reference mode, where
+  // a halted token's row is computed but the keys others see are reused).
+  std::vector<int> kv_rows;
 
   int n() const { return (int)slot.size(); }
 

@@ -38,6 +38,27 @@ void scatter_add_rows(T* dst, int ld_dst, const T* src, int ld_src, const int* i
   }
 }
 
+// Per-row scaling (a gate times an update):
+//   forward:  y[i, :] = s[i] * x[i, :]                  x, y (n, D); s (n)
+//   backward: dx[i, :] = s[i] * dy[i, :]  (the same op),  ds[i] = <dy[i, :], x[i, :]>  (row_dot)
+template <class T>
+void scale_rows(T* y, const T* x, const T* s, int n, int D) {
+  ADA_PARALLEL_FOR((long long)n * D)
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < D; j++) y[(size_t)i * D + j] = s[i] * x[(size_t)i * D + j];
+}
+
+// out[i] = <a[i, :], b[i, :]>   (set)
+template <class T>
+void row_dot(T* out, const T* a, const T* b, int n, int D) {
+  ADA_PARALLEL_FOR((long long)n * D)
+  for (int i = 0; i < n; i++) {
+    T acc = 0;
+    for (int j = 0; j < D; j++) acc += a[(size_t)i * D + j] * b[(size_t)i * D + j];
+    out[i] = acc;
+  }
+}
+
 // y = a + b
 template <class T>
 void add(T* y, const T* a, const T* b, size_t n) {

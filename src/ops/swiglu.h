@@ -1,4 +1,4 @@
-// SwiGLU activation of the MLP: the first linear produces gate|up side by side.
+// SwiGLU activation of the MLP (and plain SiLU, at the end of the file): the first linear produces gate|up side by side.
 //   gu (N, 2F): a = gu[:, :F] (gate), u = gu[:, F:] (up)
 //   forward:  y = silu(a) * u,   silu(a) = a * sigma(a)              y (N, F)
 //   backward: du = dy * silu(a)
@@ -39,6 +39,24 @@ void swiglu_backward(T* dgu, const T* dy, const T* gu, int N, int F) {
       du[j] = g[j] * a[j] * s;
       da[j] = g[j] * u[j] * s * (T(1) + a[j] * (T(1) - s));
     }
+  }
+}
+
+// Plain SiLU (the hidden activation of AdaPonderLM's gate MLPs):
+//   forward:  y = u * sigma(u)
+//   backward: du = dy * sigma(u) * (1 + u * (1 - sigma(u)))      (set)
+template <class T>
+void silu_forward(T* y, const T* u, size_t n) {
+  ADA_PARALLEL_FOR(n)
+  for (long long i = 0; i < (long long)n; i++) y[i] = u[i] / (T(1) + std::exp(-u[i]));
+}
+
+template <class T>
+void silu_backward(T* du, const T* dy, const T* u, size_t n) {
+  ADA_PARALLEL_FOR(n)
+  for (long long i = 0; i < (long long)n; i++) {
+    const T s = T(1) / (T(1) + std::exp(-u[i]));
+    du[i] = dy[i] * s * (T(1) + u[i] * (T(1) - s));
   }
 }
 

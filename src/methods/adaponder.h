@@ -1,0 +1,543 @@
+// adaponder: AdaPonderLM, gated pondering with token-wise adaptive depth
+// (Song et al. 2026; methods.md section 9, whose equations are a
+// reconstruction -- the readings chosen here are listed in docs/methods/adaponder.md).
+//
+// PonderLM (ponder.h) with K pondering passes, plus a gate per pass that
+// scales the pondering update and lets a token stop:
+//   e^0_t = s0 sqrt(D) E[x_t];   m^0_t = 1                              s0 = K
+//   for i = 1..K+1, over the tokens still running (m^{i-1}_t = 1) only:
+//     h^i = F(e^{i-1})                  blocks + final norm; halted tokens are not
+//                                       recomputed, their keys/values are reused
+//     z^i = W h^i,  p^i = softmax(z^i)
+//     if i <= K:
+//       s^i = sigmoid(MLP_i(h^i))       MLP_i: w2_i . silu(W1_i h) + b2_i, one per pass
+//       m^i = m^{i-1} * [s^i >= tau]    monotonic: once stopped, stopped
+//       e^i = e^{i-1} + m^i s^i sqrt(D) p^i E            gated PonderLM update
+//   prediction of token t: z at its last executed pass
+// Loss:
+//   L = CE(final logits, y) + lambda * L_ponder
+//   L_ponder = mean of the ceil(k |A|) smallest gate values of A = every gate
+//              computed in the batch; k ramps 0 -> --ponder-k after a CE-only stage.
+// Backward (methods.md 9.3): the gate gets m <dL/de^i, sqrt(D) p E> from the
+// update and lambda / |S_k| if selected, times s (1 - s); the mask and the
+// bottom-k selection are constants; reused keys/values send their gradient
+// back to the pass that produced them.
+//
+// Passes compute only the active tokens' rows (gather, then scatter-add back),
+// so pruning saves time as well as FLOPs. With --compaction 0 every pass
+// computes all rows but halted rows neither write keys nor receive gradient:
+// the masked reference the tests compare compaction against.
+// --policy uniform|geometric replaces the gates by fixed, gate-free pruning
+// schedules with the same average depth (--policy-passes): the iso-FLOPs
+// baselines of the paper.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <tuple>
+
+#include "core/hd_math.h"
+#include "methods/method.h"
+#include "methods/soft_embedding.h"
+
+namespace ada {
+
+struct AdaPonderOptions {
+  int K = 3;                   // pondering passes (K+1 passes at most)
+  double tau = 1e-4;           // stop when the gate falls below tau
+  double ponder_k = 0.1;       // final fraction of gates in the bottom-k set
+  double lambda = 0.1;         // weight of the ponder loss
+  long long warmup_ce = -1;    // CE-only steps (-1: 10% of the run)
+  long long k_warmup = -1;     // steps over which k ramps up (-1: 20% of the run)
+  int gate_hidden = 0;         // D_g (0: D/4)
+  double gate_bias = 4.0;      // initial gate bias: s ~ 0.98, start as PonderLM
+  std::string policy = "gates";  // gates | uniform | geometric
+  double policy_passes = 0;    // fixed policies: target average passes per token
+  bool compaction = true;      // compute only active rows
+};
+
+// ---- per-token halting arithmetic (one thread per row on the GPU) ---------
+
+// s = sigmoid(logit + b);  coef = m^i s^i = (s >= tau ? s : 0)  for a running row.
+template <class T>
+struct GateForward {
+  const T* logit;
+  const T* bias;
+  const int* running;  // row's token still runs this pass (0 only in the masked mode)
+  T* s;
+  T* coef;
+  T tau;
+  HD void operator()(int r) const {
+    const T si = hd_sigmoid(logit[r] + bias[0]);
+    s[r] = si;
+    coef[r] = (running[r] && si >= tau) ? si : T(0);
+  }
+};
+
+// dL/dlogit = (m <dL/de, phi> + dL_ponder/ds) * s (1 - s)
+template <class T>
+struct GateBackward {
+  const T* s;
+  const T* coef;
+  const T* dot;     // <dL/de^i_t, phi_t>
+  const T* dponder; // lambda / |S_k| for selected gates, else 0
+  T* dlogit;
+  HD void operator()(int r) const {
+    const T m = coef[r] != T(0) ? T(1) : T(0);
+    dlogit[r] = (m * dot[r] + dponder[r]) * s[r] * (T(1) - s[r]);
+  }
+};
+
+// Deterministic uniform in [0, 1) from a few integers (the fixed policies).
+inline double hash_uniform(uint64_t a, uint64_t b, uint64_t c) {
+  uint64_t z = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^ c * 0x94D049BB133111EBull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return (z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+// Exit pass (1..K+1) of a token under a fixed policy with average `avg` passes.
+//   uniform:   the same number of tokens exits after each pass 1..K (fraction f
+//              each), the rest run all K+1:  avg = (K+1) - f K (K+1) / 2
+//   geometric: after each pass i <= K a running token exits with probability q:
+//              avg = sum_{j=0..K} (1-q)^j
+inline int fixed_policy_exit(const std::string& policy, double avg, int K, uint64_t salt, uint64_t token) {
+  if (policy == "uniform") {
+    const double f = std::clamp(((K + 1) - avg) * 2.0 / (K * (K + 1.0)), 0.0, 1.0 / K);
+    const double u = hash_uniform(salt, token, 0);
+    return u < K * f ? (int)(u / f) + 1 : K + 1;
+  }
+  double lo = 0, hi = 1;  // geometric: bisection for q
+  for (int it = 0; it < 60; it++) {
+    const double q = 0.5 * (lo + hi);
+    double e = 0, r = 1;
+    for (int j = 0; j <= K; j++) e += r, r *= 1 - q;
+    (e > avg ? lo : hi) = q;
+  }
+  const double q = 0.5 * (lo + hi);
+  for (int i = 1; i <= K; i++)
+    if (hash_uniform(salt, token, (uint64_t)i) < q) return i;
+  return K + 1;
+}
+
+template <class Bk>
+class AdaPonderMethod : public Method<Bk> {
+ public:
+  using T = typename Bk::Real;
+  using PassActs = typename Model<Bk>::PassActs;
+  using ReadoutActs = typename Model<Bk>::ReadoutActs;
+
+  explicit AdaPonderMethod(const AdaPonderOptions& o) : o_(o) {
+    check(o.K >= 1, "--ponder-steps must be >= 1 (got " + std::to_string(o.K) + ")");
+    check(o.tau >= 0 && o.tau < 1, "--tau must be in [0, 1)");
+    check(o.ponder_k >= 0 && o.ponder_k <= 1, "--ponder-k must be in [0, 1]");
+    check(o.lambda >= 0, "--ponder-lambda must be >= 0");
+    check(o.policy == "gates" || o.policy == "uniform" || o.policy == "geometric",
+          "--policy must be gates, uniform or geometric (got '" + o.policy + "')");
+    if (o.policy != "gates")
+      check(o.policy_passes >= 1 && o.policy_passes <= o.K + 1,
+            "--policy-passes must be in [1, K+1] for a fixed policy (got " + std::to_string(o.policy_passes) + ")");
+  }
+  std::string name() const override { return "adaponder"; }
+  int max_passes() const override { return o_.K + 1; }
+  const AdaPonderOptions& options() const { return o_; }
+
+  static std::string gate_name(int i, const char* what) { return "adaponder.gate." + std::to_string(i) + "." + what; }
+
+  void add_params(ParamLayout& lay, const ModelConfig& c) override {
+    const int Dg = gate_hidden(c);
+    for (int i = 0; i < o_.K; i++) {  // one gate MLP per pondering pass
+      lay.add(gate_name(i, "w1"), {Dg, c.dim}, Init::Normal, 0.02, true);
+      lay.add(gate_name(i, "w2"), {1, Dg}, Init::Normal, 0.02, true);
+      lay.add(gate_name(i, "b2"), {1}, Init::Constant, o_.gate_bias, false);
+    }
+  }
+
+  void set_step(long long step, long long total) override {
+    const long long warm = o_.warmup_ce >= 0 ? o_.warmup_ce : total / 10;
+    const long long ramp = o_.k_warmup >= 0 ? o_.k_warmup : total / 5;
+    k_now_ = step < warm ? 0.0 : ramp > 0 ? o_.ponder_k * std::min(1.0, (double)(step - warm) / ramp) : o_.ponder_k;
+    salt_ = (uint64_t)step + 1;
+  }
+  void set_k(double k) { k_now_ = k; }  // tests
+
+  // ---------------------------------------------------------------------
+  void forward(Model<Bk>& m, const Batch& b, bool training) override {
+    m.flops.reset();
+    const int D = m.cfg.dim, K = o_.K;
+    B_ = b.B, T_ = b.T, N_ = b.B * b.T;
+    const T c = T(std::sqrt((double)D));
+    const bool gates = o_.policy == "gates";
+    const uint64_t salt = training ? salt_ : 0;
+
+    passes_.assign(K + 1, Pass());
+    std::vector<char> running(N_, 1);  // m^{i-1}_t
+    last_pass_.assign(N_, 0);
+    supervised_ = 0;
+    for (int y : b.targets) {
+      check(y < m.cfg.vocab, "target token id " + std::to_string(y) + " is outside the vocabulary");
+      supervised_ += y >= 0;
+    }
+    std::vector<int> exit_pass(N_, K + 1);
+    if (!gates)
+      for (int t = 0; t < N_; t++) exit_pass[t] = fixed_policy_exit(o_.policy, o_.policy_passes, K, salt, t);
+
+    e0_ = m.embed(b.inputs, T(K) * c, &ids_);  // e^0 = s0 sqrt(D) E[x]
+    T* e = e0_;
+    for (int i = 0; i <= K; i++) {
+      Pass& P = passes_[i];
+      // rows of this pass: the running tokens (compaction), or all tokens (masked)
+      PassPlan plan;
+      plan.B = B_, plan.S = T_;
+      for (int t = 0; t < N_; t++) {
+        if (!running[t] && o_.compaction) continue;
+        if (running[t]) plan.kv_rows.push_back((int)P.rows.size());
+        P.rows.push_back(t);
+        P.running.push_back(running[t]);
+        plan.slot.push_back(t);
+        plan.pos.push_back(t % T_);
+        if (!running[t]) P.reused.push_back(t);
+      }
+      if (o_.compaction)
+        for (int t = 0; t < N_; t++)
+          if (!running[t]) P.reused.push_back(t);
+      if ((int)plan.kv_rows.size() == plan.n()) plan.kv_rows.clear();
+      plan.finish();
+      const int n = plan.n();
+      P.d_rows = upload(m, P.rows);
+      P.d_running = upload(m, std::vector<int>(P.running.begin(), P.running.end()));
+
+      P.kv.init(m.be, m.arena, B_, T_, m.cfg.layers, D, kAnyDepth, training);
+      if (i > 0) kv_copy_slots(m.be, m.arena, passes_[i - 1].kv, P.kv, P.reused);  // KV reuse
+      T* x = m.alloc((size_t)n * D);
+      m.be.gather_rows(x, D, e, D, P.d_rows, n, D);
+      P.acts = m.forward_pass(plan, P.kv, x);
+      P.ro = m.readout_forward(P.acts.out(), n);
+
+      std::vector<char> stop(n, 0);  // running rows whose last pass is this one
+      if (i < K) {
+        P.coef = m.alloc(n);
+        if (gates) {
+          gate_forward(m, i, P);
+          P.s_host.resize(n);
+          m.be.to_host(P.s_host.data(), P.s, n);
+          for (int r = 0; r < n; r++) stop[r] = P.running[r] && P.s_host[r] < o_.tau;
+        } else {  // fixed policy: the update is PonderLM's (coef 1) until the token exits
+          std::vector<double> coef(n);
+          for (int r = 0; r < n; r++) {
+            stop[r] = P.running[r] && exit_pass[P.rows[r]] == i + 1;
+            coef[r] = P.running[r] && !stop[r];
+          }
+          m.be.to_device(P.coef, coef.data(), n);
+        }
+        T* phi = P.se.forward(m, P.ro.logits, n, c);  // sqrt(D) p E
+        P.upd = m.alloc((size_t)n * D);
+        m.be.scale_rows(P.upd, phi, P.coef, n, D);   // m s sqrt(D) p E
+        P.phi = phi;
+        T* next = m.alloc((size_t)N_ * D);
+        m.be.copy(next, e, (size_t)N_ * D);
+        m.be.scatter_add_rows(next, D, P.upd, D, P.d_rows, n, D);  // e^{i+1} = e^i + update
+        e = next;
+      } else {
+        for (int r = 0; r < n; r++) stop[r] = P.running[r];
+      }
+      // cross-entropy on the rows that end here
+      std::vector<int> tg(n, -1);
+      for (int r = 0; r < n; r++)
+        if (stop[r]) {
+          const int t = P.rows[r];
+          tg[r] = b.targets[t];
+          last_pass_[t] = i + 1;
+          running[t] = 0;
+        }
+      P.d_targets = upload(m, tg);
+      P.lse = m.alloc(n);
+      P.logp = m.alloc(n);
+      m.be.logsoftmax_target_forward(P.lse, P.logp, P.ro.logits, P.d_targets, n, m.cfg.vocab, m.cfg.vocab);
+      P.targets = std::move(tg);
+    }
+    select_bottom_k(m);
+  }
+
+  // ---------------------------------------------------------------------
+  void backward(Model<Bk>& m, double loss_scale) override {
+    const int D = m.cfg.dim, V = m.cfg.vocab, K = o_.K;
+    const bool gates = o_.policy == "gates";
+    T* de = m.zeros((size_t)N_ * D);  // dL/de^{i}, walked down from i = K+1
+    for (int i = K; i >= 0; i--) {
+      Pass& P = passes_[i];
+      const int n = (int)P.rows.size();
+      // CE of the rows that end in this pass: dL/dlogp = -scale / (supervised tokens)
+      T* g = m.alloc(n);
+      m.be.fill(g, T(supervised_ ? -loss_scale / supervised_ : 0.0), n);
+      T* dz = m.alloc((size_t)n * V);
+      m.be.logsoftmax_target_backward(dz, P.ro.logits, P.lse, P.d_targets, g, nullptr, n, V, V);
+      T* dhn = nullptr;
+      if (i < K) {
+        T* dupd = m.alloc((size_t)n * D);
+        m.be.gather_rows(dupd, D, de, D, P.d_rows, n, D);  // dL/d(update) = dL/de^{i+1} rows
+        if (gates) dhn = gate_backward(m, i, P, dupd, loss_scale);
+        T* dphi = m.alloc((size_t)n * D);
+        m.be.scale_rows(dphi, dupd, P.coef, n, D);
+        m.be.axpy(dz, T(1), P.se.backward(m, dphi), (size_t)n * V);
+      }
+      T* dx = m.zeros((size_t)n * D);
+      m.readout_backward(P.ro, dz, dx, dhn);
+      m.backward_pass(P.acts, P.kv, dx);
+      if (i > 0) kv_copy_slots_backward(m.be, m.arena, passes_[i - 1].kv, P.kv, P.reused);
+      m.be.scatter_add_rows(de, D, dx, D, P.d_rows, n, D);  // de is now dL/de^{i}
+    }
+    m.be.embedding_backward(m.g.embed, ids_, de, N_, D, T(K) * T(std::sqrt((double)D)));
+  }
+
+  // ---------------------------------------------------------------------
+  StepStats stats(Model<Bk>& m) override {
+    StepStats s;
+    double logp = 0;
+    for (auto& P : passes_) logp += m.be.sum(P.logp, P.rows.size());
+    s.ce = supervised_ ? -logp / supervised_ : 0;
+    s.loss = s.ce + o_.lambda * ponder_loss_;
+    s.tokens = supervised_;
+    s.fwd_flops = m.flops.fwd;
+    s.train_flops = 3 * m.flops.fwd;
+    double passes = 0;
+    for (int p : last_pass_) passes += p;
+    s.halting = {{"passes", passes / N_}, {"ponder_loss", ponder_loss_}, {"k", k_now_}, {"gate_mean", gate_mean_}};
+    for (int i = 1; i <= o_.K + 1; i++) {
+      double frac = 0;
+      for (int p : last_pass_) frac += p == i;
+      s.halting.push_back({"exit_" + std::to_string(i), frac / N_});
+    }
+    return s;
+  }
+
+  void per_token(Model<Bk>& m, std::vector<double>& nll, std::vector<double>& passes) override {
+    nll.assign(N_, std::nan(""));
+    passes.assign(N_, 0);
+    for (auto& P : passes_) {
+      std::vector<double> lp(P.rows.size());
+      m.be.to_host(lp.data(), P.logp, lp.size());
+      for (size_t r = 0; r < P.rows.size(); r++)
+        if (P.targets[r] >= 0) nll[P.rows[r]] = -lp[r];
+    }
+    for (int t = 0; t < N_; t++) passes[t] = last_pass_[t];
+  }
+
+  void probabilities(Model<Bk>& m, std::vector<double>& probs) override {
+    const int V = m.cfg.vocab;
+    probs.assign((size_t)N_ * V, 0);
+    for (int i = 0; i <= o_.K; i++) {
+      Pass& P = passes_[i];
+      std::vector<double> p;
+      probabilities_to_host(m, P.ro.logits, (int)P.rows.size(), p);
+      for (size_t r = 0; r < P.rows.size(); r++)
+        if (last_pass_[P.rows[r]] == i + 1)
+          std::copy(p.begin() + r * V, p.begin() + (r + 1) * V, probs.begin() + (size_t)P.rows[r] * V);
+    }
+  }
+
+  // Views of the last forward, for tests and analysis: the pass each token
+  // ended in (1-based), every computed gate of a running token as
+  // (pass, token, s), and the KV store of a pass.
+  const std::vector<int>& last_pass() const { return last_pass_; }
+  std::vector<std::tuple<int, int, double>> gate_values() const {
+    std::vector<std::tuple<int, int, double>> g;
+    for (int i = 0; i < o_.K; i++)
+      for (size_t r = 0; r < passes_[i].s_host.size(); r++)
+        if (passes_[i].running[r]) g.emplace_back(i, passes_[i].rows[r], passes_[i].s_host[r]);
+    return g;
+  }
+  const KvStore<Bk>& pass_kv(int i) const { return passes_[i].kv; }
+  void set_tau(double tau) { o_.tau = tau; }
+
+  std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) override;
+
+  // The gate MLP of pass i on n rows of hn: s, coef (shared with the decoder).
+  // u = W1 hn (n, Dg);  a = silu(u);  logit = a w2^T (n, 1)
+  struct GateActs {
+    T *u = nullptr, *a = nullptr, *logit = nullptr, *s = nullptr;
+  };
+  GateActs gate_mlp(Model<Bk>& m, int i, const T* hn, int n, const int* d_running, T* coef) {
+    const int D = m.cfg.dim, Dg = gate_hidden(m.cfg);
+    GateActs g;
+    g.u = m.alloc((size_t)n * Dg), g.a = m.alloc((size_t)n * Dg), g.logit = m.alloc(n), g.s = m.alloc(n);
+    m.be.matmul_forward(g.u, hn, m.param(gate_name(i, "w1")), n, D, Dg);
+    m.be.silu_forward(g.a, g.u, (size_t)n * Dg);
+    m.be.matmul_forward(g.logit, g.a, m.param(gate_name(i, "w2")), n, Dg, 1);
+    m.be.for_each(n, GateForward<T>{g.logit, m.param(gate_name(i, "b2")), d_running, g.s, coef, T(o_.tau)});
+    m.flops.fwd += 2.0 * n * (D * Dg + Dg);
+    return g;
+  }
+
+ private:
+  struct Pass {
+    std::vector<int> rows;      // token (b*T + t) of each computed row
+    std::vector<char> running;  // the row's token runs this pass (all 1 with compaction)
+    std::vector<int> reused;    // slots whose K/V come from the previous pass (halted tokens)
+    int *d_rows = nullptr, *d_running = nullptr, *d_targets = nullptr;
+    std::vector<int> targets;   // y for rows ending here, else -1
+    std::vector<int> selected;  // rows whose gate is in the bottom-k set S_k
+    KvStore<Bk> kv;
+    PassActs acts;
+    ReadoutActs ro;
+    GateActs gate;
+    T *s = nullptr, *coef = nullptr, *phi = nullptr, *upd = nullptr, *lse = nullptr, *logp = nullptr;
+    std::vector<double> s_host;
+    SoftEmbedding<Bk> se;
+  };
+
+  int gate_hidden(const ModelConfig& c) const { return o_.gate_hidden > 0 ? o_.gate_hidden : std::max(1, c.dim / 4); }
+
+  int* upload(Model<Bk>& m, const std::vector<int>& v) {
+    int* d = m.arena.template alloc<int>(std::max<size_t>(v.size(), 1));
+    m.be.to_device(d, v.data(), v.size());
+    return d;
+  }
+
+  void gate_forward(Model<Bk>& m, int i, Pass& P) {
+    P.gate = gate_mlp(m, i, P.ro.hn, (int)P.rows.size(), P.d_running, P.coef);
+    P.s = P.gate.s;
+  }
+
+  // Gate backward of pass i; returns dL/dhn (n, D) for the readout backward.
+  T* gate_backward(Model<Bk>& m, int i, Pass& P, const T* dupd, double scale) {
+    const int n = (int)P.rows.size(), D = m.cfg.dim, Dg = gate_hidden(m.cfg);
+    T* dot = m.alloc(n);
+    m.be.row_dot(dot, dupd, P.phi, n, D);  // <dL/de^{i+1}, sqrt(D) p E>
+    std::vector<double> dp(n, 0.0);
+    for (int r : P.selected) dp[r] = scale * o_.lambda / n_selected_;
+    T* dponder = m.alloc(n);
+    m.be.to_device(dponder, dp.data(), n);
+    T* dlogit = m.alloc(n);
+    m.be.for_each(n, GateBackward<T>{P.s, P.coef, dot, dponder, dlogit});
+    // logit = a w2^T + b2;  a = silu(u);  u = W1 hn
+    int* zero = m.arena.template zeros<int>(n);
+    m.be.embedding_backward(m.grad(gate_name(i, "b2")), zero, dlogit, n, 1, T(1));  // db2 = sum_r dlogit
+    T* da = m.alloc((size_t)n * Dg);
+    m.be.matmul_backward(da, m.grad(gate_name(i, "w2")), dlogit, P.gate.a, m.param(gate_name(i, "w2")), n, Dg, 1);
+    T* du = m.alloc((size_t)n * Dg);
+    m.be.silu_backward(du, da, P.gate.u, (size_t)n * Dg);
+    T* dhn = m.alloc((size_t)n * D);
+    m.be.matmul_backward(dhn, m.grad(gate_name(i, "w1")), du, P.ro.hn, m.param(gate_name(i, "w1")), n, D, Dg);
+    return dhn;
+  }
+
+  // S_k: the ceil(k |A|) smallest of all gates computed for running rows.
+  void select_bottom_k(Model<Bk>& m) {
+    ponder_loss_ = 0, gate_mean_ = 0, n_selected_ = 0;
+    std::vector<std::pair<double, std::pair<int, int>>> all;  // (s, (pass, row))
+    for (int i = 0; i < o_.K; i++) {
+      passes_[i].selected.clear();
+      for (size_t r = 0; r < passes_[i].s_host.size(); r++)
+        if (passes_[i].running[r]) all.push_back({passes_[i].s_host[r], {i, (int)r}});
+    }
+    for (auto& a : all) gate_mean_ += a.first / all.size();
+    const size_t n = (size_t)std::ceil(k_now_ * (double)all.size() - 1e-9);
+    if (n == 0 || o_.lambda == 0) return;
+    std::nth_element(all.begin(), all.begin() + (n - 1), all.end());
+    for (size_t j = 0; j < n; j++) {
+      passes_[all[j].second.first].selected.push_back(all[j].second.second);
+      ponder_loss_ += all[j].first / n;
+    }
+    n_selected_ = (double)n;
+  }
+
+  AdaPonderOptions o_;
+  double k_now_ = 0;
+  uint64_t salt_ = 0;
+  int B_ = 0, T_ = 0, N_ = 0, supervised_ = 0;
+  int* ids_ = nullptr;
+  T* e0_ = nullptr;
+  std::vector<Pass> passes_;
+  std::vector<int> last_pass_;  // 1-based pass each token ended in
+  double ponder_loss_ = 0, gate_mean_ = 0, n_selected_ = 0;
+};
+
+// Decoding: one KV cache per pass. A new token runs passes until its gate
+// stops it (or the fixed policy's exit pass); for the passes it skips, its
+// last executed keys/values are copied into those passes' caches, so later
+// tokens see exactly the keys they would see in training.
+template <class Bk>
+class AdaPonderDecoder : public Decoder<Bk> {
+ public:
+  using T = typename Bk::Real;
+  AdaPonderDecoder(AdaPonderMethod<Bk>& method, Model<Bk>& m, int max_len)
+      : meth_(method), m_(m), arena_(m.be), kv_(method.options().K + 1) {
+    check(max_len <= m.cfg.max_seq, "decoder length exceeds the model context");
+    for (auto& kv : kv_) kv.init(m.be, arena_, 1, max_len, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
+  }
+
+  const std::vector<double>& step(int token) override {
+    check(len_ < kv_[0].S, "decoder is full");
+    const AdaPonderOptions& o = meth_.options();
+    const int K = o.K, D = m_.cfg.dim, t = len_;
+    m_.arena.reset();
+    m_.flops.reset();
+    const T c = T(std::sqrt((double)D));
+    const int exit_fixed = o.policy == "gates" ? 0 : fixed_policy_exit(o.policy, o.policy_passes, K, 0, (uint64_t)t);
+    PassPlan plan;
+    plan.B = 1, plan.S = kv_[0].S, plan.slot = {t}, plan.pos = {t};
+    plan.finish();
+    T* e = m_.embed({token}, T(K) * c);
+    int* one = m_.arena.template alloc<int>(1);
+    const int one_h = 1;
+    m_.be.to_device(one, &one_h, 1);
+    const T* final_logits = nullptr;
+    for (int i = 0; i <= K; i++) {
+      if (final_logits) {  // halted: reuse the keys/values of the previous pass
+        kv_copy_slots(m_.be, m_.arena, kv_[i - 1], kv_[i], {t});
+        continue;
+      }
+      auto ro = m_.readout_forward(m_.forward_pass(plan, kv_[i], e).out(), 1);
+      passes_ = i + 1;
+      if (i == K) {
+        final_logits = ro.logits;
+        break;
+      }
+      T* coef = m_.alloc(1);
+      bool stop;
+      if (o.policy == "gates") {
+        auto g = meth_.gate_mlp(m_, i, ro.hn, 1, one, coef);
+        T s;
+        m_.be.to_host(&s, g.s, 1);
+        stop = s < T(o.tau);
+      } else {
+        stop = exit_fixed == i + 1;
+        const double cf = stop ? 0.0 : 1.0;
+        m_.be.to_device(coef, &cf, 1);
+      }
+      if (stop) {
+        final_logits = ro.logits;
+        continue;
+      }
+      SoftEmbedding<Bk> se;
+      T* upd = m_.alloc(D);
+      m_.be.scale_rows(upd, se.forward(m_, ro.logits, 1, c), coef, 1, D);
+      m_.be.axpy(e, T(1), upd, D);  // e^{i+1} = e^i + m s sqrt(D) p E
+    }
+    probabilities_to_host(m_, final_logits, 1, probs_);
+    flops_ += m_.flops.fwd;
+    len_++;
+    return probs_;
+  }
+  int length() const override { return len_; }
+  double flops() const override { return flops_; }
+  double passes_last() const override { return passes_; }
+
+ private:
+  AdaPonderMethod<Bk>& meth_;
+  Model<Bk>& m_;
+  Arena<Bk> arena_;
+  std::vector<KvStore<Bk>> kv_;
+  std::vector<double> probs_;
+  int len_ = 0, passes_ = 0;
+  double flops_ = 0;
+};
+
+template <class Bk>
+std::unique_ptr<Decoder<Bk>> AdaPonderMethod<Bk>::decoder(Model<Bk>& m, int max_len) {
+  return std::make_unique<AdaPonderDecoder<Bk>>(*this, m, max_len);
+}
+
+}  // namespace ada
