@@ -79,4 +79,32 @@ bench: bench_cpu
 clean:
 	rm -rf $(BUILD) $(APPS) train_gpu
 
+# --- CUDA host runner (cuda/hostrun/) -----------------------------------------
+# The runner executes CUDA kernels on the CPU so that the tests can check them
+# on machines without a GPU (docs/hostrun.md). Its sources are compiled into
+# the test binary only, never into the programs; tests see the kernel headers
+# (compat.h, launch.h) through -Icuda. `make cuda-check` compiles cuda/smoke.cu
+# with nvcc for sm_90 (SASS plus PTX): proof that those headers are valid CUDA.
+HOSTRUN_SRCS := $(wildcard cuda/hostrun/*.cpp)
+HOSTRUN_OBJS := $(patsubst cuda/%.cpp,$(BUILD)/cuda/%.o,$(HOSTRUN_SRCS))
+NVCCFLAGS  ?= -O2
+CUDA_ARCHS ?= -arch=sm_90 -gencode arch=compute_90,code=compute_90
+
+$(BUILD)/tests/%.o: CXXFLAGS += -Icuda
+
+$(BUILD)/cuda/%.o: cuda/%.cpp | check-deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -Icuda -c $< -o $@
+
+$(BUILD)/run_tests: $(HOSTRUN_OBJS)
+
+.PHONY: cuda-check
+cuda-check: $(BUILD)/cuda/smoke.o
+
+$(BUILD)/cuda/smoke.o: cuda/smoke.cu cuda/compat.h cuda/launch.h src/core/common.h
+	@command -v $(NVCC) >/dev/null || { echo "error: $(NVCC) not found (set NVCC=/path/to/nvcc)"; exit 1; }
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCHS) -Xcompiler -Wall,-Wextra -Isrc -Icuda -I. -c $< -o $@
+# --- end of CUDA host runner section -------------------------------------------
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

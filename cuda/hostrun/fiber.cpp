@@ -58,22 +58,36 @@ size_t page_size() {
 
 }  // namespace
 
-FiberStack::FiberStack(size_t usable) {
+// The guard is 64 KiB rather than one page: a frame with a large local array
+// moves the stack pointer by more than a page at once, and would jump over a
+// single guard page into whatever lies below.
+constexpr size_t kGuardBytes = 64 * 1024;
+constexpr size_t kColourSpan = 64 * 1024;
+
+FiberStack::FiberStack(size_t usable, size_t colour) {
   const size_t page = page_size();
   size_ = (usable + page - 1) / page * page;
-  map_size_ = size_ + page;
+  // Guard, then up to kColourSpan of slack (never touched, so it costs no
+  // memory) to put the top where the colour says, then the stack.
+  map_size_ = kGuardBytes + kColourSpan + size_;
   map_ = mmap(nullptr, map_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map_ == MAP_FAILED) {
     map_ = nullptr;
     fail("hostrun: cannot allocate a " + std::to_string(size_) + "-byte fiber stack");
   }
-  if (mprotect(map_, page, PROT_NONE) != 0) {
+  const uintptr_t base = reinterpret_cast<uintptr_t>(map_);
+  const uintptr_t lowest_top = base + kGuardBytes + size_;
+  const uintptr_t top =
+      lowest_top + ((colour % kColourSpan) + kColourSpan - lowest_top % kColourSpan) % kColourSpan;
+  lo_ = reinterpret_cast<void*>(top - size_);
+  // Everything below the stack's first whole page is inaccessible.
+  const uintptr_t guard_end = (top - size_) / page * page;
+  if (mprotect(map_, guard_end - base, PROT_NONE) != 0) {
     munmap(map_, map_size_);
     map_ = nullptr;
-    fail("hostrun: cannot protect a fiber stack guard page");
+    fail("hostrun: cannot protect a fiber stack guard area");
   }
-  lo_ = static_cast<char*>(map_) + page;
-  register_guard(reinterpret_cast<uintptr_t>(map_), reinterpret_cast<uintptr_t>(lo_));
+  register_guard(base, guard_end);
 }
 
 FiberStack::~FiberStack() {
@@ -142,15 +156,20 @@ void install_overflow_reporter() {
 // Context switch.
 #if ADA_HOSTRUN_ASM_SWITCH
 
-extern "C" void ada_hostrun_swap(void** save_sp, void* load_sp);
 extern "C" void ada_hostrun_fiber_start();
 
-// ada_hostrun_swap(save_sp = rdi, load_sp = rsi): push what the System V ABI
-// says a callee must preserve (rbp, rbx, r12-r15, the MXCSR control bits and the
-// x87 control word), park the stack pointer in *save_sp, adopt load_sp and pop
-// the same set in reverse; `ret` then continues wherever that stack last called
+// ada_hostrun_swap(save_sp = rdi, load_sp = rsi): push the general-purpose
+// registers the System V ABI says a callee must preserve (rbp, rbx, r12-r15),
+// park the stack pointer in *save_sp, adopt load_sp and pop the same set in
+// reverse; `ret` then continues wherever that stack last called
 // ada_hostrun_swap from. Everything else is caller-saved, so the compiler has
 // already spilled whatever it needs across this call.
+//
+// The MXCSR and x87 control words (rounding modes, also callee-saved) are not
+// switched: reloading them costs more than the rest of the switch, and all
+// fibers share the launching thread's floating-point environment. A fresh
+// fiber starts with the environment of the thread that created it. (Kernels
+// must not change the rounding mode.)
 //
 // ada_hostrun_fiber_start is where a fresh stack "returns" to the first time:
 // make_context leaves entry in r13 and its argument in r12. `.cfi_undefined rip`
@@ -168,14 +187,8 @@ ada_hostrun_swap:
     pushq   %r13
     pushq   %r14
     pushq   %r15
-    subq    $8, %rsp
-    stmxcsr (%rsp)
-    fnstcw  4(%rsp)
     movq    %rsp, (%rdi)
     movq    %rsi, %rsp
-    ldmxcsr (%rsp)
-    fldcw   4(%rsp)
-    addq    $8, %rsp
     popq    %r15
     popq    %r14
     popq    %r13
@@ -201,28 +214,21 @@ ada_hostrun_fiber_start:
 
 void make_context(Context& ctx, const FiberStack& stack, FiberEntry entry, void* arg) {
   // The initial frame mirrors what ada_hostrun_swap pops, lowest address first:
-  // control words, r15, r14, r13 (entry), r12 (arg), rbx, rbp, return address.
-  // After the pops rsp = top - 16, 16-byte aligned as the ABI wants at a call.
+  // r15, r14, r13 (entry), r12 (arg), rbx, rbp, return address. After the six
+  // pops and the `ret`, rsp = top - 16: 16-byte aligned, as the ABI wants at the
+  // `call` in ada_hostrun_fiber_start.
   const uintptr_t top =
       (reinterpret_cast<uintptr_t>(stack.lo()) + stack.size()) & ~uintptr_t(15);
-  void** sp = reinterpret_cast<void**>(top - 16) - 8;
-  uint32_t mxcsr = 0;
-  uint16_t fpcw = 0;
-  asm volatile("stmxcsr %0" : "=m"(mxcsr));
-  asm volatile("fnstcw %0" : "=m"(fpcw));
-  const uint64_t control = uint64_t(mxcsr) | (uint64_t(fpcw) << 32);
-  std::memcpy(&sp[0], &control, sizeof control);
-  sp[1] = nullptr;                                         // r15
-  sp[2] = nullptr;                                         // r14
-  sp[3] = reinterpret_cast<void*>(entry);                  // r13
-  sp[4] = arg;                                             // r12
-  sp[5] = nullptr;                                         // rbx
-  sp[6] = nullptr;                                         // rbp
-  sp[7] = reinterpret_cast<void*>(&ada_hostrun_fiber_start);  // return address
+  void** sp = reinterpret_cast<void**>(top - 16) - 7;
+  sp[0] = nullptr;                                            // r15
+  sp[1] = nullptr;                                            // r14
+  sp[2] = reinterpret_cast<void*>(entry);                     // r13
+  sp[3] = arg;                                                // r12
+  sp[4] = nullptr;                                            // rbx
+  sp[5] = nullptr;                                            // rbp
+  sp[6] = reinterpret_cast<void*>(&ada_hostrun_fiber_start);  // return address
   ctx.sp = sp;
 }
-
-void switch_context(Context& from, Context& to) { ada_hostrun_swap(&from.sp, to.sp); }
 
 #else  // ucontext fallback
 

@@ -117,9 +117,6 @@ void warp_sync_point(unsigned mask, WarpCall* call);
 
 // Lane (0..31) of the running thread in its warp.
 unsigned current_lane();
-// Lanes of the running thread's warp that exist and have not exited. This is
-// what __activemask() returns under the runner: it cannot see divergence.
-unsigned live_lanes();
 
 // The dynamic shared memory of the running block (DYNAMIC_SHARED).
 void* dynamic_shared();

@@ -1,0 +1,283 @@
+// The CUDA runtime API subset for the host runner (see runtime.h).
+#include "hostrun/runtime.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "hostrun/scheduler.h"
+
+struct CUstream_st {};
+struct CUevent_st {
+  std::chrono::steady_clock::time_point when{};
+  bool recorded = false;
+};
+
+namespace {
+
+// Every live cudaMalloc allocation: base -> size. Used to validate copies.
+std::mutex g_mu;
+std::map<const char*, size_t> g_allocs;
+size_t g_allocated = 0;
+cudaError_t g_last_error = cudaSuccess;
+
+cudaError_t set_error(cudaError_t e) {
+  if (e != cudaSuccess) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_last_error = e;
+  }
+  return e;
+}
+
+// Does [p, p + bytes) lie inside one device allocation? (g_mu held)
+bool is_device_range(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  auto it = g_allocs.upper_bound(c);
+  if (it == g_allocs.begin()) return false;
+  --it;
+  return c >= it->first && bytes <= it->second && size_t(c - it->first) <= it->second - bytes;
+}
+
+bool range_ok(const void* p, size_t bytes, bool device) {
+  if (!device) return true;
+  std::lock_guard<std::mutex> lock(g_mu);
+  return is_device_range(p, bytes);
+}
+
+constexpr size_t kTotalMemory = size_t(64) << 30;  // what the "device" claims to have
+
+}  // namespace
+
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInitializationError: return "initialization error";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorNotSupported: return "operation not supported";
+    case cudaErrorUnknown: return "unknown error";
+  }
+  return "unrecognized error code";
+}
+
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInitializationError: return "cudaErrorInitializationError";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    case cudaErrorUnknown: return "cudaErrorUnknown";
+  }
+  return "unrecognized error code";
+}
+
+cudaError_t cudaGetLastError() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  const cudaError_t e = g_last_error;
+  g_last_error = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_last_error;
+}
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (!count) return set_error(cudaErrorInvalidValue);
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  return device == 0 ? cudaSuccess : set_error(cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  if (!device) return set_error(cudaErrorInvalidValue);
+  *device = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (!prop) return set_error(cudaErrorInvalidValue);
+  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  std::memset(prop, 0, sizeof *prop);
+  std::strncpy(prop->name, "ada host runner (CPU)", sizeof prop->name - 1);
+  prop->totalGlobalMem = kTotalMemory;
+  prop->sharedMemPerBlock = ada::hostrun::kDefaultDynamicShared;
+  prop->sharedMemPerBlockOptin = ada::hostrun::kMaxDynamicSharedOptin;
+  prop->sharedMemPerMultiprocessor = 228 * 1024;
+  prop->regsPerBlock = 65536;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->maxThreadsDim[0] = 1024;
+  prop->maxThreadsDim[1] = 1024;
+  prop->maxThreadsDim[2] = 64;
+  prop->maxGridSize[0] = 0x7fffffff;
+  prop->maxGridSize[1] = 65535;
+  prop->maxGridSize[2] = 65535;
+  prop->multiProcessorCount = 1;
+  prop->maxThreadsPerMultiProcessor = 2048;
+  prop->major = 9;
+  prop->minor = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  if (!free_bytes || !total_bytes) return set_error(cudaErrorInvalidValue);
+  std::lock_guard<std::mutex> lock(g_mu);
+  *total_bytes = kTotalMemory;
+  *free_bytes = g_allocated < kTotalMemory ? kTotalMemory - g_allocated : 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  if (!ptr) return set_error(cudaErrorInvalidValue);
+  *ptr = nullptr;
+  if (bytes == 0) return cudaSuccess;  // as CUDA: success, null pointer
+  const size_t rounded = (bytes + 255) / 256 * 256;
+  void* p = std::aligned_alloc(256, rounded);
+  if (!p) return set_error(cudaErrorMemoryAllocation);
+  std::memset(p, 0xff, rounded);  // uninitialised device memory is not zero
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_allocs[static_cast<const char*>(p)] = bytes;
+  g_allocated += bytes;
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* ptr) {
+  if (!ptr) return cudaSuccess;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_allocs.find(static_cast<const char*>(ptr));
+    if (it == g_allocs.end()) {
+      g_last_error = cudaErrorInvalidValue;
+      return cudaErrorInvalidValue;
+    }
+    g_allocated -= it->second;
+    g_allocs.erase(it);
+  }
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+  if (!ptr) return set_error(cudaErrorInvalidValue);
+  *ptr = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + (bytes == 0 ? 256 : 0));
+  return *ptr ? cudaSuccess : set_error(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFreeHost(void* ptr) {
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (bytes == 0) return cudaSuccess;
+  if (!dst || !src) return set_error(cudaErrorInvalidValue);
+  const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
+    return set_error(cudaErrorInvalidMemcpyDirection);
+  if (!range_ok(dst, bytes, dst_dev) || !range_ok(src, bytes, src_dev))
+    return set_error(cudaErrorInvalidValue);
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t) {
+  return cudaMemcpy(dst, src, bytes, kind);
+}
+
+cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  if (bytes == 0) return cudaSuccess;
+  if (!ptr || !range_ok(ptr, bytes, true)) return set_error(cudaErrorInvalidValue);
+  std::memset(ptr, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) {
+  return cudaMemset(ptr, value, bytes);
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  if (!stream) return set_error(cudaErrorInvalidValue);
+  *stream = new CUstream_st;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
+  return cudaStreamCreate(stream);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  delete stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  if (!event) return set_error(cudaErrorInvalidValue);
+  *event = new CUevent_st;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+  if (!event) return set_error(cudaErrorInvalidResourceHandle);
+  event->when = std::chrono::steady_clock::now();
+  event->recorded = true;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  return event ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!ms || !start || !end) return set_error(cudaErrorInvalidValue);
+  if (!start->recorded || !end->recorded) return set_error(cudaErrorInvalidResourceHandle);
+  *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  if (!func) return set_error(cudaErrorInvalidValue);
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    if (value < 0 || size_t(value) > ada::hostrun::kMaxDynamicSharedOptin)
+      return set_error(cudaErrorInvalidValue);
+    ada::hostrun::set_max_dynamic_shared(func, size_t(value));
+    return cudaSuccess;
+  }
+  if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;  // a hint
+  return set_error(cudaErrorInvalidValue);
+}
