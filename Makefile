@@ -14,7 +14,7 @@ CXX      ?= g++
 NVCC     ?= nvcc
 OPT      ?= -O3 -march=native
 CXXFLAGS ?= $(OPT) -g1
-CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-class-memaccess -Isrc -I. -MMD -MP
+CXXFLAGS += -std=c++17 -fopenmp -fno-trapping-math -Wall -Wextra -Wno-unused-parameter -Wno-class-memaccess -Isrc -I. -MMD -MP
 EIGEN_INC ?= /usr/include/eigen3
 CXXFLAGS += -isystem $(EIGEN_INC) -DEIGEN_NO_DEBUG
 LDFLAGS  += -fopenmp

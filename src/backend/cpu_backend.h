@@ -32,6 +32,8 @@ class CpuBackend {
   using Real = T;
   static constexpr bool kDevice = false;
   static const char* name() { return sizeof(T) == 8 ? "cpu-double" : "cpu-float"; }
+  // Eigen runs single-threaded; the ops split their work over OpenMP threads.
+  CpuBackend() { Eigen::setNbThreads(1); }
 
   // ---- memory ----------------------------------------------------------
   void* raw_alloc(size_t bytes) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ops/attention_mask.h"
+#include "ops/fast_exp.h"
 #include "ops/linear.h"
 
 namespace ada {
@@ -65,7 +66,7 @@ void attention_forward(T* out, T* lse, const T* q, const T* K, const T* V, const
         }
         T sum = 0;
         for (int j = 0; j < kend; j++) {
-          const T e = P(i, j) == neg_inf ? T(0) : std::exp(P(i, j) - mx);
+          const T e = P(i, j) == neg_inf ? T(0) : exp_t(P(i, j) - mx);
           P(i, j) = e;
           sum += e;
         }
@@ -98,7 +99,7 @@ void attention_backward(T* dq, T* dK, T* dV, const T* dout, const T* out, const 
       for (int i = 0; i < nq; i++) {
         const int qs = qslot[q0 + i];
         const T l = lse[(size_t)(q0 + i) * d.H + h];
-        for (int j = 0; j < kend; j++) P(i, j) = km.visible(qs, b * d.S + j) ? std::exp(P(i, j) - l) : T(0);
+        for (int j = 0; j < kend; j++) P(i, j) = km.visible(qs, b * d.S + j) ? exp_t(P(i, j) - l) : T(0);
       }
       mat(dV + koff, kend, d.hs, D).noalias() += P.transpose() * dO;
       RowMat<T> dS = dO * Vh.transpose();  // dP (nq, kend)

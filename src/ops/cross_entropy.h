@@ -12,6 +12,7 @@
 #pragma once
 #include <cmath>
 
+#include "ops/fast_exp.h"
 #include "ops/parallel.h"
 
 namespace ada {
@@ -22,9 +23,11 @@ void logsoftmax_target_forward(T* lse, T* logp, const T* z, const int* y, int N,
   for (int n = 0; n < N; n++) {
     const T* zn = z + (size_t)n * ld;
     T mx = zn[0];
+#pragma omp simd reduction(max : mx)
     for (int v = 1; v < V; v++) mx = zn[v] > mx ? zn[v] : mx;
     T sum = 0;
-    for (int v = 0; v < V; v++) sum += std::exp(zn[v] - mx);
+#pragma omp simd reduction(+ : sum)
+    for (int v = 0; v < V; v++) sum += exp_t(zn[v] - mx);
     const T l = mx + std::log(sum);
     lse[n] = l;
     logp[n] = y[n] >= 0 ? zn[y[n]] - l : T(0);
@@ -40,7 +43,9 @@ void logsoftmax_target_backward(T* dz, const T* z, const T* lse, const int* y, c
     T* dn = dz + (size_t)n * ld;
     const T gl = y[n] >= 0 ? g_logp[n] : T(0);
     const T c = (g_lse ? g_lse[n] : T(0)) - gl;  // coefficient of p_v
-    for (int v = 0; v < V; v++) dn[v] = c * std::exp(zn[v] - lse[n]);
+    const T l = lse[n];
+#pragma omp simd
+    for (int v = 0; v < V; v++) dn[v] = c * exp_t(zn[v] - l);
     if (y[n] >= 0) dn[y[n]] += gl;
   }
 }

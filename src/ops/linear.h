@@ -2,13 +2,35 @@
 //   forward:  y = x W^T                 x (N, I), W (O, I), y (N, O)
 //   backward: dx = dy W                 (N, I)   set, or += with accumulate
 //             dW += dy^T x              (O, I)   always accumulates
-// Eigen's GEMM does the work (multi-threaded through OpenMP); the maps below
-// only describe the row-major layouts, with a row stride ("ld") so that a
-// column block of a wider matrix (e.g. the q part of qkv) can be used in place.
+// Eigen's single-threaded GEMM does the arithmetic; the threads split the
+// OUTPUT into row blocks (rows of y and dx, rows of dW), so no two threads
+// write the same element and there is no synchronisation inside a product
+// (Eigen's own multi-threaded GEMM spin-waits between panels, which costs a
+// third of the time at these sizes). The maps only describe row-major
+// layouts, with a row stride ("ld") so that a column block of a wider matrix
+// (e.g. the q part of qkv) can be used in place.
 #pragma once
+#include <omp.h>
+
 #include <Eigen/Core>
 
+#include "ops/parallel.h"
+
 namespace ada {
+
+// Runs f(r0, r1) on contiguous blocks of [0, rows), one per thread, when the
+// product has enough work (flops = multiply-adds); otherwise on one thread.
+template <class F>
+void split_rows(int rows, double flops, F f) {
+  const int nt = omp_get_max_threads();
+  if (nt <= 1 || rows < 2 * nt || flops < 2e5 || omp_in_parallel()) return f(0, rows);
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num(), n = omp_get_num_threads();
+    const int r0 = (int)((long long)rows * t / n), r1 = (int)((long long)rows * (t + 1) / n);
+    if (r1 > r0) f(r0, r1);
+  }
+}
 
 template <class T>
 using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -29,13 +51,15 @@ inline CMapMat<T> cmat(const T* p, int rows, int cols, int ld) {
 template <class T>
 void matmul_forward(T* y, const T* x, const T* W, int N, int I, int O, bool accumulate = false) {
   if (N == 0) return;
-  auto Y = mat(y, N, O, O);
-  auto X = cmat(x, N, I, I);
-  auto Wm = cmat(W, O, I, I);
-  if (accumulate)
-    Y.noalias() += X * Wm.transpose();
-  else
-    Y.noalias() = X * Wm.transpose();
+  split_rows(N, (double)N * I * O, [&](int r0, int r1) {
+    auto Y = mat(y + (size_t)r0 * O, r1 - r0, O, O);
+    auto X = cmat(x + (size_t)r0 * I, r1 - r0, I, I);
+    auto Wm = cmat(W, O, I, I);
+    if (accumulate)
+      Y.noalias() += X * Wm.transpose();
+    else
+      Y.noalias() = X * Wm.transpose();
+  });
 }
 
 // dx may be null (input needs no gradient, e.g. a frozen input).
@@ -43,17 +67,20 @@ template <class T>
 void matmul_backward(T* dx, T* dW, const T* dy, const T* x, const T* W, int N, int I, int O,
                      bool accumulate_dx = false) {
   if (N == 0) return;
-  auto DY = cmat(dy, N, O, O);
-  if (dx) {
-    auto DX = mat(dx, N, I, I);
-    auto Wm = cmat(W, O, I, I);
-    if (accumulate_dx)
-      DX.noalias() += DY * Wm;
-    else
-      DX.noalias() = DY * Wm;
-  }
-  auto DW = mat(dW, O, I, I);
-  DW.noalias() += DY.transpose() * cmat(x, N, I, I);
+  if (dx)
+    split_rows(N, (double)N * I * O, [&](int r0, int r1) {
+      auto DX = mat(dx + (size_t)r0 * I, r1 - r0, I, I);
+      auto DY = cmat(dy + (size_t)r0 * O, r1 - r0, O, O);
+      auto Wm = cmat(W, O, I, I);
+      if (accumulate_dx)
+        DX.noalias() += DY * Wm;
+      else
+        DX.noalias() = DY * Wm;
+    });
+  // dW[o0:o1, :] += dy[:, o0:o1]^T x
+  split_rows(O, (double)N * I * O, [&](int o0, int o1) {
+    mat(dW + (size_t)o0 * I, o1 - o0, I, I).noalias() += cmat(dy + o0, N, o1 - o0, O).transpose() * cmat(x, N, I, I);
+  });
 }
 
 // The same with the weight used as stored, (in, out): y = x W.
@@ -65,26 +92,33 @@ void matmul_backward(T* dx, T* dW, const T* dy, const T* x, const T* W, int N, i
 template <class T>
 void matmul_nn_forward(T* y, const T* x, const T* W, int N, int I, int O, bool accumulate = false) {
   if (N == 0) return;
-  auto Y = mat(y, N, O, O);
-  if (accumulate)
-    Y.noalias() += cmat(x, N, I, I) * cmat(W, I, O, O);
-  else
-    Y.noalias() = cmat(x, N, I, I) * cmat(W, I, O, O);
+  split_rows(N, (double)N * I * O, [&](int r0, int r1) {
+    auto Y = mat(y + (size_t)r0 * O, r1 - r0, O, O);
+    auto X = cmat(x + (size_t)r0 * I, r1 - r0, I, I);
+    if (accumulate)
+      Y.noalias() += X * cmat(W, I, O, O);
+    else
+      Y.noalias() = X * cmat(W, I, O, O);
+  });
 }
 
 template <class T>
 void matmul_nn_backward(T* dx, T* dW, const T* dy, const T* x, const T* W, int N, int I, int O,
                         bool accumulate_dx = false) {
   if (N == 0) return;
-  auto DY = cmat(dy, N, O, O);
-  if (dx) {
-    auto DX = mat(dx, N, I, I);
-    if (accumulate_dx)
-      DX.noalias() += DY * cmat(W, I, O, O).transpose();
-    else
-      DX.noalias() = DY * cmat(W, I, O, O).transpose();
-  }
-  mat(dW, I, O, O).noalias() += cmat(x, N, I, I).transpose() * DY;
+  if (dx)
+    split_rows(N, (double)N * I * O, [&](int r0, int r1) {
+      auto DX = mat(dx + (size_t)r0 * I, r1 - r0, I, I);
+      auto DY = cmat(dy + (size_t)r0 * O, r1 - r0, O, O);
+      if (accumulate_dx)
+        DX.noalias() += DY * cmat(W, I, O, O).transpose();
+      else
+        DX.noalias() = DY * cmat(W, I, O, O).transpose();
+    });
+  // dW[i0:i1, :] += x[:, i0:i1]^T dy
+  split_rows(I, (double)N * I * O, [&](int i0, int i1) {
+    mat(dW + (size_t)i0 * O, i1 - i0, O, O).noalias() += cmat(x + i0, N, i1 - i0, I).transpose() * cmat(dy, N, O, O);
+  });
 }
 
 }  // namespace ada

@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 
+#include "ops/fast_exp.h"
 #include "ops/parallel.h"
 
 namespace ada {
@@ -16,10 +17,13 @@ void softmax_forward(T* p, const T* z, int N, int V) {
     const T* zn = z + (size_t)n * V;
     T* pn = p + (size_t)n * V;
     T mx = zn[0];
+#pragma omp simd reduction(max : mx)
     for (int v = 1; v < V; v++) mx = zn[v] > mx ? zn[v] : mx;
     T sum = 0;
-    for (int v = 0; v < V; v++) sum += (pn[v] = std::exp(zn[v] - mx));
+#pragma omp simd reduction(+ : sum)
+    for (int v = 0; v < V; v++) sum += (pn[v] = exp_t(zn[v] - mx));
     const T inv = T(1) / sum;
+#pragma omp simd
     for (int v = 0; v < V; v++) pn[v] *= inv;
   }
 }
@@ -31,8 +35,10 @@ void softmax_backward(T* dz, const T* p, const T* dp, int N, int V) {
     const T* pn = p + (size_t)n * V;
     const T* gn = dp + (size_t)n * V;
     T dot = 0;
+#pragma omp simd reduction(+ : dot)
     for (int v = 0; v < V; v++) dot += pn[v] * gn[v];
     T* dn = dz + (size_t)n * V;
+#pragma omp simd
     for (int v = 0; v < V; v++) dn[v] = pn[v] * (gn[v] - dot);
   }
 }

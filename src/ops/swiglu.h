@@ -7,6 +7,7 @@
 #pragma once
 #include <cmath>
 
+#include "ops/fast_exp.h"
 #include "ops/parallel.h"
 
 namespace ada {
@@ -18,8 +19,9 @@ void swiglu_forward(T* y, const T* gu, int N, int F) {
     const T* a = gu + (size_t)n * 2 * F;
     const T* u = a + F;
     T* yn = y + (size_t)n * F;
+#pragma omp simd
     for (int j = 0; j < F; j++) {
-      const T s = T(1) / (T(1) + std::exp(-a[j]));
+      const T s = T(1) / (T(1) + exp_t(-a[j]));
       yn[j] = a[j] * s * u[j];
     }
   }
@@ -34,8 +36,9 @@ void swiglu_backward(T* dgu, const T* dy, const T* gu, int N, int F) {
     const T* g = dy + (size_t)n * F;
     T* da = dgu + (size_t)n * 2 * F;
     T* du = da + F;
+#pragma omp simd
     for (int j = 0; j < F; j++) {
-      const T s = T(1) / (T(1) + std::exp(-a[j]));
+      const T s = T(1) / (T(1) + exp_t(-a[j]));
       du[j] = g[j] * a[j] * s;
       da[j] = g[j] * u[j] * s * (T(1) + a[j] * (T(1) - s));
     }
@@ -48,14 +51,14 @@ void swiglu_backward(T* dgu, const T* dy, const T* gu, int N, int F) {
 template <class T>
 void silu_forward(T* y, const T* u, size_t n) {
   ADA_PARALLEL_FOR(n)
-  for (long long i = 0; i < (long long)n; i++) y[i] = u[i] / (T(1) + std::exp(-u[i]));
+  for (long long i = 0; i < (long long)n; i++) y[i] = u[i] / (T(1) + exp_t(-u[i]));
 }
 
 template <class T>
 void silu_backward(T* du, const T* dy, const T* u, size_t n) {
   ADA_PARALLEL_FOR(n)
   for (long long i = 0; i < (long long)n; i++) {
-    const T s = T(1) / (T(1) + std::exp(-u[i]));
+    const T s = T(1) / (T(1) + exp_t(-u[i]));
     du[i] = dy[i] * s * (T(1) + u[i] * (T(1) - s));
   }
 }
