@@ -26,6 +26,7 @@
 #include "ops/attention_mask.h"
 #include "ops/fast_exp.h"
 #include "ops/linear.h"
+#include "ops/parallel.h"
 
 namespace ada {
 
@@ -47,7 +48,8 @@ void attention_forward(T* out, T* lse, const T* q, const T* K, const T* V, const
   const int D = d.H * d.hs;
   const T scale = T(1) / std::sqrt(T(d.hs));
   const T neg_inf = -std::numeric_limits<T>::infinity();
-#pragma omp parallel for schedule(dynamic) collapse(2)
+  const long long work = (long long)d.N * d.S * D;  // upper bound of the multiply-adds
+#pragma omp parallel for schedule(dynamic) collapse(2) if (work > 8 * kParallelWork)
   for (int b = 0; b < d.B; b++)
     for (int h = 0; h < d.H; h++) {
       const int q0 = qstart[b], q1 = qstart[b + 1], nq = q1 - q0;
@@ -82,7 +84,8 @@ void attention_backward(T* dq, T* dK, T* dV, const T* dout, const T* out, const 
                         const T* V, const int* qslot, const int* qstart, const KeyMeta& km, const AttnDims& d) {
   const int D = d.H * d.hs;
   const T scale = T(1) / std::sqrt(T(d.hs));
-#pragma omp parallel for schedule(dynamic) collapse(2)
+  const long long work = (long long)d.N * d.S * D;
+#pragma omp parallel for schedule(dynamic) collapse(2) if (work > 8 * kParallelWork)
   for (int b = 0; b < d.B; b++)
     for (int h = 0; h < d.H; h++) {
       const int q0 = qstart[b], q1 = qstart[b + 1], nq = q1 - q0;

@@ -23,7 +23,7 @@ namespace ada {
 template <class F>
 void split_rows(int rows, double flops, F f) {
   const int nt = omp_get_max_threads();
-  if (nt <= 1 || rows < 2 * nt || flops < 2e5 || omp_in_parallel()) return f(0, rows);
+  if (nt <= 1 || rows < 2 * nt || flops < 1e6 || omp_in_parallel()) return f(0, rows);
 #pragma omp parallel num_threads(nt)
   {
     const int t = omp_get_thread_num(), n = omp_get_num_threads();

@@ -6,7 +6,10 @@
 //             dx_nj += r_n w_j g_nj - (r_n^3 / D) x_nj sum_k g_nk w_k x_nk
 //   (d r_n / d x_nj = -r_n^3 x_nj / D.)  Both gradients accumulate (+=).
 #pragma once
+#include <omp.h>
+
 #include <cmath>
+#include <vector>
 
 #include "ops/parallel.h"
 
@@ -28,24 +31,33 @@ void rmsnorm_forward(T* y, T* rstd, const T* x, const T* w, int N, int D, double
 
 template <class T>
 void rmsnorm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int N, int D) {
-  ADA_PARALLEL_FOR((long long)N * D)
-  for (int n = 0; n < N; n++) {
-    const T* xn = x + (size_t)n * D;
-    const T* gn = dy + (size_t)n * D;
-    T* dxn = dx + (size_t)n * D;
-    const T r = rstd[n];
-    T dot = 0;  // sum_k g_k w_k x_k
-    for (int j = 0; j < D; j++) dot += gn[j] * w[j] * xn[j];
-    const T c = r * r * r * dot / T(D);
-    for (int j = 0; j < D; j++) dxn[j] += r * w[j] * gn[j] - c * xn[j];
+  // Threads take contiguous row blocks; each keeps its own dw partial sum, and
+  // the partials are added in thread order (deterministic for a thread count).
+  const int nt = (long long)N * D > kParallelWork ? omp_get_max_threads() : 1;
+  std::vector<T> part((size_t)nt * D, T(0));
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num(), n = omp_get_num_threads();
+    const int r0 = (int)((long long)N * t / n), r1 = (int)((long long)N * (t + 1) / n);
+    T* dwp = part.data() + (size_t)t * D;
+    for (int r = r0; r < r1; r++) {
+      const T* xn = x + (size_t)r * D;
+      const T* gn = dy + (size_t)r * D;
+      T* dxn = dx + (size_t)r * D;
+      const T rr = rstd[r];
+      T dot = 0;  // sum_k g_k w_k x_k
+#pragma omp simd reduction(+ : dot)
+      for (int j = 0; j < D; j++) dot += gn[j] * w[j] * xn[j];
+      const T c = rr * rr * rr * dot / T(D);
+#pragma omp simd
+      for (int j = 0; j < D; j++) {
+        dxn[j] += rr * w[j] * gn[j] - c * xn[j];
+        dwp[j] += gn[j] * xn[j] * rr;
+      }
+    }
   }
-  // dw: reduce over rows, parallel over columns so no two threads write one element.
-  ADA_PARALLEL_FOR((long long)N * D)
-  for (int j = 0; j < D; j++) {
-    T acc = 0;
-    for (int n = 0; n < N; n++) acc += dy[(size_t)n * D + j] * x[(size_t)n * D + j] * rstd[n];
-    dw[j] += acc;
-  }
+  for (int t = 0; t < nt; t++)
+    for (int j = 0; j < D; j++) dw[j] += part[(size_t)t * D + j];
 }
 
 }  // namespace ada

@@ -1,0 +1,148 @@
+// compare: train several methods on the same data, config, token budget and
+// seed, then print (and save) one table: validation loss, training FLOPs,
+// inference FLOPs per token, passes per token, tokens/s.
+//
+//   ./compare --methods standard,looped,ponder,pause --steps 400
+//   ./compare --methods ponder,adaponder,adaponder:policy=uniform:policy-passes=auto
+//
+// A method spec is `name[:flag=value]...` with the method flags of
+// train_cpu (without the leading dashes). `policy-passes=auto` takes the
+// average passes per token that the last learned-gate adaponder run of the
+// same comparison measured on validation data: the fixed pruning policies are
+// then compared with it at equal FLOPs.
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "backend/cpu_backend.h"
+#include "train/svg_plot.h"
+#include "train/trainer.h"
+
+using namespace ada;
+using Bk = CpuBackend<float>;
+
+namespace {
+
+struct Row {
+  std::string label;
+  double val_loss = NAN, train_flops = 0, infer_flops = 0, passes = 0, tok_s = 0, seconds = 0;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string p; std::getline(ss, p, sep);)
+    if (!p.empty()) out.push_back(p);
+  return out;
+}
+
+// Applies "name:flag=value:..." to a copy of the options.
+TrainOptions options_for(const TrainOptions& base, const std::string& spec, double auto_passes) {
+  TrainOptions o = base;
+  auto parts = split(spec, ':');
+  check(!parts.empty(), "empty method spec in --methods");
+  o.method = parts[0];
+  std::vector<std::string> args = {"compare"};
+  for (size_t i = 1; i < parts.size(); i++) {
+    std::string a = parts[i];
+    if (a == "policy-passes=auto") {
+      check(auto_passes > 0, "policy-passes=auto needs a learned adaponder run earlier in --methods");
+      a = "policy-passes=" + std::to_string(auto_passes);
+    }
+    args.push_back("--" + a);
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  Flags f("compare", "");
+  add_method_flags(f, o.method_opts);
+  f.parse((int)argv.size(), argv.data());
+  return o;
+}
+
+// Forward FLOPs per token and passes per token of a trained method on the
+// fixed validation batches (what inference costs).
+void inference_cost(Trainer<Bk>& tr, const TokenSource& val, const TrainOptions& o, double* flops, double* passes) {
+  double f = 0, tok = 0, p = 0;
+  for (int i = 0; i < o.eval_batches; i++) {
+    tr.model().arena.reset();
+    Batch b = eval_batch(val, o.batch, o.seq, i, o.eval_batches);
+    tr.method().forward(tr.model(), b, false);
+    StepStats s = tr.method().stats(tr.model());
+    f += s.fwd_flops;
+    tok += (double)b.B * b.T;
+    for (auto& kv : s.halting)
+      if (kv.first == "passes") p += kv.second * b.B * b.T;
+  }
+  *flops = f / tok;
+  *passes = p / tok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    TrainOptions base;
+    std::string methods = "standard,looped,ponder,pause";
+    Flags flags("compare", "Train several methods on the same data and budget and tabulate the results.");
+    flags.add("--methods", &methods, "comma-separated method specs, e.g. standard,ponder,adaponder:tau=1e-3");
+    add_train_flags(flags, base);
+    if (!flags.parse(argc, argv)) return 0;
+    if (base.threads > 0) omp_set_num_threads(base.threads);
+    if (!flags.was_set("--out")) base.out = "runs/compare";
+    const std::string out_dir = base.out;
+    std::filesystem::create_directories(out_dir);
+    auto tok = run_tokenizer(base.tokenizer, base.model_config());
+    Dataset data = load_data(base, *tok);
+
+    std::vector<Row> rows;
+    std::vector<RunCurves> curves;
+    double learned_passes = 0;
+    for (const std::string& spec : split(methods, ',')) {
+      TrainOptions o = options_for(base, spec, learned_passes);
+      std::string label = spec;
+      for (char& c : label)
+        if (c == ':' || c == '=' || c == '/') c = '_';
+      o.out = out_dir + "/" + label;
+      std::printf("\n=== %s ===\n", spec.c_str());
+      Bk be;
+      Trainer<Bk> tr(be, o);
+      TrainResult res = tr.run(data, true);
+      Row r;
+      r.label = spec;
+      r.val_loss = res.final_val_loss;
+      r.train_flops = res.train_flops;
+      r.seconds = res.seconds;
+      r.tok_s = res.tokens / res.seconds;
+      inference_cost(tr, *data.val, o, &r.infer_flops, &r.passes);
+      if (o.method == "adaponder" && o.method_opts.ada.policy == "gates") learned_passes = r.passes;
+      rows.push_back(r);
+      curves.push_back(read_run_curves(o.out + "/metrics.jsonl", spec));
+    }
+
+    std::ostringstream t;
+    const ModelConfig cfg = base.model_config();
+    t << "config " << cfg.describe() << "; " << base.steps << " steps x " << base.accum * base.batch << " x "
+      << base.seq << " tokens = " << format_count((double)base.steps * base.accum * base.batch * base.seq)
+      << " training tokens, seed " << base.seed << ", data " << base.data << "\n\n";
+    t << "| method | val loss | train FLOPs | inference FLOPs/token | passes/token | tokens/s | wall |\n";
+    t << "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    for (auto& r : rows) {
+      char buf[512];
+      std::snprintf(buf, sizeof buf, "| %s | %.4f | %s | %s | %.2f | %.0f | %s |\n", r.label.c_str(), r.val_loss,
+                    format_count(r.train_flops).c_str(), format_count(r.infer_flops).c_str(), r.passes, r.tok_s,
+                    format_duration(r.seconds).c_str());
+      t << buf;
+    }
+    std::printf("\n%s", t.str().c_str());
+    std::ofstream(out_dir + "/compare.md") << t.str();
+    write_loss_plot(curves, "loss vs tokens and vs training FLOPs (" + cfg.name + ")", out_dir + "/compare.svg");
+    std::printf("\ntable: %s/compare.md   plot: %s/compare.svg\n", out_dir.c_str(), out_dir.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
