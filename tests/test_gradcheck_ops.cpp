@@ -6,7 +6,9 @@
 #include <functional>
 #include <map>
 
+#include "backend/cpu_backend.h"
 #include "gradcheck.h"
+#include "model/kv_store.h"
 #include "ops/adamw.h"
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
@@ -271,4 +273,28 @@ TEST(Ops, AdamWMatchesHandComputedStep) {
   const double m2 = 0.9 * 0.05 + 0.1 * 1.0, v2 = 0.99 * 0.0025 + 0.01 * 1.0;
   const double mh = m2 / (1 - 0.81), vh = v2 / (1 - 0.9801);
   EXPECT_NEAR(p, p1 - 0.1 * mh / (std::sqrt(vh) + 1e-8), 1e-15);
+}
+
+// The FLOP counter's fast count of visible keys equals a direct count with
+// the mask, for every rule and with invalid slots.
+TEST(Ops, VisibleKeyCountMatchesTheMask) {
+  CpuBackend<double> be;
+  Arena<CpuBackend<double>> arena(be);
+  for (int rule : {(int)kAnyDepth, (int)kDepthLE}) {
+    KvStore<CpuBackend<double>> kv;
+    const int B = 2, T = 5, M = 3, S = T * M;
+    kv.init(be, arena, B, S, 1, 4, rule, false);
+    Rng r(3 + rule);
+    for (int b = 0; b < B; b++)
+      for (int t = 0; t < T; t++)
+        for (int m = 0; m < M; m++) {
+          const int s = b * S + t * M + m;
+          kv.order[s] = t, kv.depth[s] = m, kv.valid[s] = r.uniform() < 0.7;
+        }
+    std::vector<int> q = {1, 4, 5, 9, 14, S + 2, S + 7, S + 13};
+    long long direct = 0;
+    for (int s : q) direct += kv.visible_keys(s);
+    EXPECT_EQ(kv.total_visible_keys(q), direct);
+    EXPECT_GT(direct, 0);
+  }
 }

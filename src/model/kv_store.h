@@ -60,13 +60,48 @@ class KvStore {
   KeyMeta meta() const { return KeyMeta{d_order, d_depth, d_valid, S, rule}; }
   KeyMeta host_meta() const { return KeyMeta{order.data(), depth.data(), valid.data(), S, rule}; }
 
-  // Keys visible to the query in `qslot` (host metadata): the attention FLOPs.
+  // Keys visible to the query in `qslot` (host metadata).
   long long visible_keys(int qslot) const {
     const KeyMeta km = host_meta();
     const int b = qslot / S;
     long long n = 0;
     for (int s = 0; s < S; s++) n += km.visible(qslot, b * S + s);
     return n;
+  }
+
+  // Sum of visible_keys over a list of query slots (the attention FLOPs of a
+  // pass), in O(S * depths + n log S) with prefix counts instead of O(n S):
+  // within a sequence slots have nondecreasing order, so the keys a query may
+  // see are the valid slots of a prefix, filtered by depth for DepthLE.
+  long long total_visible_keys(const std::vector<int>& qslots) const {
+    long long total = 0;
+    int max_depth = 0;
+    if (rule == kDepthLE)
+      for (int d : depth) max_depth = d > max_depth ? d : max_depth;
+    const int nd = max_depth + 1;
+    std::vector<long long> pre;  // pre[d * (S+1) + k] = valid slots s < k with depth <= d
+    int cur_b = -1;
+    for (int q : qslots) {
+      const int b = q / S;
+      if (b != cur_b) {
+        cur_b = b;
+        pre.assign((size_t)nd * (S + 1), 0);
+        for (int d = 0; d < nd; d++)
+          for (int k = 0; k < S; k++) {
+            const int sl = b * S + k;
+            const bool ok = valid[sl] && (rule != kDepthLE || depth[sl] <= d);
+            pre[(size_t)d * (S + 1) + k + 1] = pre[(size_t)d * (S + 1) + k] + ok;
+          }
+      }
+      // first slot of sequence b whose order exceeds the query's
+      int lo = 0, hi = S;
+      while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (order[b * S + mid] <= order[q]) lo = mid + 1; else hi = mid;
+      }
+      total += pre[(size_t)(rule == kDepthLE ? depth[q] : 0) * (S + 1) + lo];
+    }
+    return total;
   }
 };
 

@@ -331,8 +331,7 @@ class Model {
   // Matmuls: 2 * (block matmul params) per row; attention: QK^T and PV are
   // 2 * hs multiply-adds per visible key and head, i.e. 4 * D per key, per layer.
   void count_pass_flops(const PassPlan& plan, const KvStore<Bk>& kv) {
-    double keys = 0;
-    for (int i = 0; i < plan.n(); i++) keys += (double)kv.visible_keys(plan.slot[i]);
+    const double keys = (double)kv.total_visible_keys(plan.slot);
     flops.fwd += 2.0 * plan.n() * (double)cfg.num_block_matmul_params() + 4.0 * cfg.dim * cfg.layers * keys;
   }
 };
