@@ -70,8 +70,9 @@ $(BUILD)/run_tests: $(TEST_OBJS) $(LIB)
 	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)
 
 # GTEST_ARGS can select suites, e.g. make test GTEST_ARGS=--gtest_filter='GradCheck*'
+# The workflow tests run the programs as subprocesses from $(BIN).
 test: all $(BUILD)/run_tests
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BUILD)/run_tests $(GTEST_ARGS)
+	ADA_BIN_DIR=$(BIN) ADA_TOKENIZE_BIN=$(BIN)/tokenize OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BUILD)/run_tests $(GTEST_ARGS)
 
 bench: bench_cpu
 	./bench_cpu

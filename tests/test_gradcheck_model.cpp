@@ -95,7 +95,7 @@ TEST(GradCheckModel, BackboneParamsAndInput) {
 // Every method's training loss: all parameter tensors (backbone and the
 // method's own), double precision, relative error below 1e-6.
 TEST(GradCheckModel, EveryMethodLoss) {
-  for (const std::string name : method_names()) {
+  for (const std::string& name : method_names()) {
     SCOPED_TRACE(name);
     if (std::getenv("ADA_VERBOSE")) std::printf("method %s\n", name.c_str());
     Bd be;

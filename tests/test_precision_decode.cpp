@@ -24,7 +24,7 @@ Batch random_batch(int B, int T, int V, uint64_t seed) {
 
 // Loss and every parameter gradient agree within 1e-4 (relative, per tensor).
 TEST(Precision, FloatMatchesDouble) {
-  for (const std::string name : method_names()) {
+  for (const std::string& name : method_names()) {
     SCOPED_TRACE(name);
     MethodOptions mo;
     CpuBackend<double> bd;
@@ -57,7 +57,7 @@ TEST(Precision, FloatMatchesDouble) {
 // Feeding a sequence token by token through the decoder (KV caches) gives the
 // same next-token distribution at every position as the full forward pass.
 TEST(Decode, CachedDecodingMatchesFullForward) {
-  for (const std::string name : method_names()) {
+  for (const std::string& name : method_names()) {
     SCOPED_TRACE(name);
     MethodOptions mo;
     CpuBackend<double> be;

@@ -1,5 +1,6 @@
 // train_cpu: train any method on the CPU (Eigen + OpenMP, float32).
 //   make train_cpu && ./train_cpu --method standard
+//   ./train_cpu --resume runs/standard-tiny          # continue from its latest checkpoint
 #include <omp.h>
 
 #include <cstdio>
@@ -15,6 +16,10 @@ int main(int argc, char** argv) {
     add_train_flags(flags, o);
     if (!flags.parse(argc, argv)) return 0;
     check(flags.positional().empty(), "unexpected argument '" + (flags.positional().empty() ? std::string() : flags.positional()[0]) + "'");
+    if (!o.resume.empty()) {  // flags not given take the checkpoint's values
+      const std::string ckpt = resolve_checkpoint(o.resume);
+      resume_options(o, flags, read_train_options(ckpt), ckpt);
+    }
     if (o.threads > 0) omp_set_num_threads(o.threads);
     o.validate();
     CpuBackend<float> be;

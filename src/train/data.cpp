@@ -8,9 +8,13 @@
 
 namespace ada {
 
+std::string tokenizer_spec(const std::string& flag, const ModelConfig& cfg) {
+  if (flag == "auto") return cfg.vocab >= 50257 ? "gpt2" : "data/kjv_bpe4096.txt";
+  return flag;
+}
+
 std::unique_ptr<Tokenizer> run_tokenizer(const std::string& flag, const ModelConfig& cfg) {
-  std::string name = flag;
-  if (name == "auto") name = cfg.vocab >= 50257 ? "gpt2" : "data/kjv_bpe4096.txt";
+  const std::string name = tokenizer_spec(flag, cfg);
   auto tok = load_tokenizer(name);
   check(tok->vocab_size() <= (uint32_t)cfg.vocab,
         "tokenizer " + name + " has " + std::to_string(tok->vocab_size()) + " tokens but the model's vocabulary is " +

@@ -15,6 +15,9 @@ struct ModelConfig;
 // models with a GPT-2-sized vocabulary and the shipped 4096-token BPE of the
 // corpus otherwise. Checks that the model's vocabulary can hold its ids.
 std::unique_ptr<Tokenizer> run_tokenizer(const std::string& flag, const ModelConfig& cfg);
+// The load_tokenizer() spec that --tokenizer `flag` stands for ("auto"
+// resolved as above); checkpoints record it.
+std::string tokenizer_spec(const std::string& flag, const ModelConfig& cfg);
 
 // Train and validation streams for --data (text or shards).
 Dataset load_data(const TrainOptions& o, const Tokenizer& tok);

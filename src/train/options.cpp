@@ -1,5 +1,7 @@
 #include "train/options.h"
 
+#include <cstdio>
+
 #include "core/common.h"
 
 namespace ada {
@@ -38,6 +40,9 @@ void add_train_flags(Flags& f, TrainOptions& o) {
   f.add("--log-every", &o.log_every, "print a progress line every N steps");
   f.add("--out", &o.out, "output directory (metrics.jsonl, checkpoints); default runs/<method>-<config>");
   f.add("--threads", &o.threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)");
+  f.section("checkpoints");
+  f.add("--save-every", &o.save_every, "keep a checkpoint <out>/ckpt_<step> every N steps (0 = only at the end)");
+  f.add("--resume", &o.resume, "continue a run: its output directory (latest checkpoint) or a ckpt_<step> directory");
   add_method_flags(f, o.method_opts);
 }
 
@@ -55,6 +60,13 @@ ModelConfig TrainOptions::model_config() const {
 }
 
 void TrainOptions::validate() const {
+  bool known = false;
+  std::string all;
+  for (auto& n : method_names()) {
+    known |= n == method;
+    all += (all.empty() ? "" : ", ") + n;
+  }
+  check(known, "unknown --method '" + method + "' (available: " + all + ")");
   const ModelConfig c = model_config();
   check(steps > 0, "--steps must be positive (got " + std::to_string(steps) + ")");
   check(batch > 0, "--batch must be positive (got " + std::to_string(batch) + ")");
@@ -73,6 +85,73 @@ void TrainOptions::validate() const {
   check(log_every > 0, "--log-every must be positive");
   check(val_fraction > 0 && val_fraction < 1, "--val-fraction must be in (0, 1)");
   check(threads >= 0, "--threads must be >= 0");
+  check(save_every >= 0, "--save-every must be >= 0");
+}
+
+namespace {
+std::string exact(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> option_values(const TrainOptions& o) {
+  // Keep in step with add_train_flags (a test checks that every flag is here).
+  std::vector<std::pair<std::string, std::string>> v = {
+      {"method", o.method}, {"config", o.config},
+      {"vocab", std::to_string(o.vocab)}, {"dim", std::to_string(o.dim)},
+      {"layers", std::to_string(o.layers)}, {"heads", std::to_string(o.heads)},
+      {"hidden", std::to_string(o.hidden)}, {"max-seq", std::to_string(o.max_seq)},
+      {"tied", std::to_string(o.tied)},
+      {"data", o.data}, {"tokenizer", o.tokenizer}, {"val-fraction", exact(o.val_fraction)},
+      {"steps", std::to_string(o.steps)}, {"batch", std::to_string(o.batch)},
+      {"seq", std::to_string(o.seq)}, {"accum", std::to_string(o.accum)},
+      {"lr", exact(o.lr)}, {"min-lr-frac", exact(o.min_lr_frac)},
+      {"warmup", std::to_string(o.warmup)}, {"weight-decay", exact(o.weight_decay)},
+      {"clip", exact(o.clip)}, {"beta1", exact(o.beta1)}, {"beta2", exact(o.beta2)},
+      {"seed", std::to_string(o.seed)},
+      {"eval-every", std::to_string(o.eval_every)}, {"eval-batches", std::to_string(o.eval_batches)},
+      {"log-every", std::to_string(o.log_every)}, {"out", o.out}, {"threads", std::to_string(o.threads)},
+      {"save-every", std::to_string(o.save_every)}, {"resume", o.resume},
+  };
+  // The method options, through the flags that declare them, so a new one is
+  // recorded without a change here. (Flags::values() prints doubles with 6
+  // significant digits: exact for the values people type.)
+  MethodOptions mo = o.method_opts;
+  Flags f("options", "");
+  add_method_flags(f, mo);
+  for (auto& kv : f.values()) v.push_back(kv);
+  return v;
+}
+
+void resume_options(TrainOptions& o, Flags& given, const std::vector<std::pair<std::string, std::string>>& saved,
+                    const std::string& ckpt) {
+  const auto current = option_values(o);
+  auto value_of = [&](const std::string& name) -> const std::string* {
+    for (auto& kv : current)
+      if (kv.first == name) return &kv.second;
+    return nullptr;
+  };
+  MethodOptions mo;
+  Flags method_flags("options", "");
+  add_method_flags(method_flags, mo);
+  std::vector<std::string> args = {"resume"};
+  for (auto& [name, value] : saved) {
+    const std::string* mine = value_of(name);
+    if (!mine || name == "resume" || name == "out" || name == "threads") continue;  // unknown here, or per invocation
+    if (!given.was_set("--" + name)) {
+      args.push_back("--" + name + "=" + value);
+      continue;
+    }
+    bool identity = name == "method" || name == "config";
+    for (auto& kv : method_flags.values()) identity |= kv.first == name;
+    check(!identity || *mine == value, "--" + name + " " + *mine + " does not match the checkpoint " + ckpt +
+                                           ", which was trained with --" + name + " " + value);
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  given.parse((int)argv.size(), argv.data());
 }
 
 }  // namespace ada

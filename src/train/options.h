@@ -3,6 +3,8 @@
 // train_cpu and train_gpu so the two take exactly the same flags.
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/config.h"
 #include "methods/registry.h"
@@ -30,8 +32,11 @@ struct TrainOptions {
   long long eval_every = 100;
   int eval_batches = 8;
   long long log_every = 10;
-  std::string out;  // default runs/<method>-<config>
+  std::string out;  // default runs/<method>-<config> (when resuming: the checkpoint's run directory)
   int threads = 0;  // 0 = OpenMP default
+  // checkpoints
+  long long save_every = 0;  // keep a checkpoint every N steps (0 = only at the end)
+  std::string resume;        // output directory (its `latest`) or ckpt_<step> directory to continue
   MethodOptions method_opts;
 
   ModelConfig model_config() const;  // preset + overrides, validated
@@ -39,5 +44,20 @@ struct TrainOptions {
 };
 
 void add_train_flags(Flags& f, TrainOptions& o);
+
+// Every option as (flag name without "--", value as text), doubles printed so
+// that they read back to the same bits: what a checkpoint records, so that
+// a resumed run uses exactly the options of the run it continues.
+std::vector<std::pair<std::string, std::string>> option_values(const TrainOptions& o);
+
+// --resume: the options the user did not give on the command line take the
+// checkpoint's values (`saved`, from option_values of the run that wrote it),
+// so `train_cpu --resume DIR` alone continues the run as it was configured.
+// Flags that were given override the checkpoint's (e.g. a larger --steps),
+// except --method, --config and the method options, which must match it
+// (ada::Error naming the difference; the model sizes are checked when the
+// checkpoint is loaded). --resume, --out and --threads are never restored.
+void resume_options(TrainOptions& o, Flags& given, const std::vector<std::pair<std::string, std::string>>& saved,
+                    const std::string& ckpt);
 
 }  // namespace ada

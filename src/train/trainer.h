@@ -1,12 +1,20 @@
 // The training loop, written once for every backend (train_cpu instantiates
 // it with CpuBackend<float>, train_gpu with CudaBackend):
 //   for each optimizer step:
-//     lr = warmup + cosine schedule
+//     lr = warmup + cosine schedule; the method is told the step (its own schedules)
 //     zero gradients; for each of --accum micro-batches: forward, backward(1/accum)
 //     clip the global gradient norm and take an AdamW step
 //     log a JSON line (and a progress line every --log-every steps)
-//     evaluate on validation data every --eval-every steps
-// A loss that becomes NaN or infinite stops the run with an error.
+//     evaluate on validation data every --eval-every steps (and redraw <out>/loss.svg)
+//     keep a checkpoint every --save-every steps and at the end (checkpoint.h)
+// A loss that becomes NaN or infinite stops the run with an error, before
+// anything is saved, so the last good checkpoint stays the latest.
+//
+// --resume restores the parameters, the AdamW moments, the step, the
+// batcher's RNG and the running totals, so the steps after a resume are the
+// steps the uninterrupted run would have taken: on the CPU their losses are
+// equal bit for bit (with the same thread count: the order of the floating-
+// point reductions depends on it).
 #pragma once
 #include <chrono>
 #include <cmath>
@@ -16,18 +24,24 @@
 #include <string>
 
 #include "methods/registry.h"
+#include "text/dataset.h"
 #include "train/batcher.h"
+#include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/metrics.h"
 #include "train/options.h"
 #include "train/schedule.h"
+#include "train/svg_plot.h"
 
 namespace ada {
 
 struct TrainResult {
   double final_train_loss = NAN, final_val_loss = NAN;
   double tokens = 0, train_flops = 0, seconds = 0;
-  long long steps = 0;
+  long long steps = 0;               // the step reached
+  long long first_step = 0;          // the step this run started from (> 0 after a resume)
+  std::vector<double> losses;        // training loss of each step this run took
+  std::string last_checkpoint;       // directory of the last checkpoint saved, if any
 };
 
 template <class Bk>
@@ -46,35 +60,61 @@ class Trainer {
     v_ = DeviceArray<Bk, T>(be_, model_->num_params());
     be_.memset_zero(m_.data(), m_.size() * sizeof(T));
     be_.memset_zero(v_.data(), v_.size() * sizeof(T));
-    if (o_.out.empty()) o_.out = "runs/" + o_.method + "-" + o_.config;
+    if (!o_.resume.empty()) resume(o_.resume);
+    if (o_.out.empty()) o_.out = resumed_ ? checkpoint_run_dir(ckpt_dir_) : "runs/" + o_.method + "-" + o_.config;
   }
 
   Model<Bk>& model() { return *model_; }
   Method<Bk>& method() { return *method_; }
+  const TrainOptions& options() const { return o_; }
+  // What the model is, as a checkpoint records it.
+  ModelMeta model_meta(long long step) const {
+    ModelMeta m;
+    m.cfg = cfg_, m.method = o_.method, m.method_opts = o_.method_opts, m.step = step;
+    m.tokenizer = tokenizer_spec(o_.tokenizer, cfg_);
+    return m;
+  }
 
   TrainResult run(const Dataset& data, bool verbose = true) {
-    std::filesystem::create_directories(o_.out);
-    metrics_.open(o_.out + "/metrics.jsonl", false);
-    if (data.train->vocab_bound())
-      check(data.train->vocab_bound() <= (uint32_t)cfg_.vocab,
-            "the data's vocabulary (" + std::to_string(data.train->vocab_bound()) + ") is larger than the model's --vocab " +
-                std::to_string(cfg_.vocab));
+    std::error_code ec;
+    std::filesystem::create_directories(o_.out, ec);
+    check(std::filesystem::is_directory(o_.out, ec), "cannot create the output directory " + o_.out + ": " + ec.message());
+    const std::string metrics_path = o_.out + "/metrics.jsonl";
+    if (resumed_) restore_metrics_log(checkpoint_run_dir(ckpt_dir_) + "/metrics.jsonl", metrics_path, state_.step);
+    metrics_.open(metrics_path, resumed_);
+    curves_ = resumed_ ? read_run_curves(metrics_path, run_label()) : RunCurves();  // the log so far
+    curves_.label = run_label();
+    // Ids outside the vocabulary would index past the embedding table.
+    check_vocab(*data.train, (uint32_t)cfg_.vocab, "training data (model vocabulary " + std::to_string(cfg_.vocab) + ")");
+    check_vocab(*data.val, (uint32_t)cfg_.vocab, "validation data (model vocabulary " + std::to_string(cfg_.vocab) + ")");
     Batcher batcher(*data.train, o_.batch, o_.seq, (uint64_t)o_.seed + 1);
     CosineSchedule sched{o_.lr, o_.min_lr_frac, o_.warmup, o_.steps};
+    if (resumed_) {
+      check(data.train->size() == state_.train_tokens,
+            "the training data has " + std::to_string(data.train->size()) + " tokens but checkpoint " + ckpt_dir_ +
+                " was trained on " + std::to_string(state_.train_tokens) + " (a different --data or --tokenizer?)");
+      batcher.rng().set_state(state_.data_rng);
+    }
     if (verbose) {
       std::printf("model   %s\nmethod  %s (max %d passes per token)\nbackend %s\ndata    %s\n", cfg_.describe().c_str(),
                   method_->name().c_str(), method_->max_passes(), Bk::name(), data.description.c_str());
       std::printf("unigram entropy of the training data: %.3f nats/token\n", unigram_entropy(*data.train));
       std::printf("steps %lld x %d micro-batches x %d x %d tokens, lr %.2e, out %s\n", o_.steps, o_.accum, o_.batch,
                   o_.seq, o_.lr, o_.out.c_str());
+      if (resumed_) std::printf("resumed from %s at step %lld\n", ckpt_dir_.c_str(), state_.step);
       std::fflush(stdout);
     }
 
     TrainResult res;
     const auto t_start = Clock::now();
-    double tokens_per_step = (double)o_.accum * o_.batch * o_.seq;
-    for (long long step = 0; step < o_.steps; step++) {
+    const double tokens_per_step = (double)o_.accum * o_.batch * o_.seq;
+    const long long first = resumed_ ? state_.step : 0;
+    res.first_step = res.steps = first;
+    if (resumed_) res.tokens = state_.tokens, res.train_flops = state_.flops;
+    const double seconds_before = resumed_ ? state_.seconds : 0;
+    for (long long step = first; step < o_.steps; step++) {
       const auto t0 = Clock::now();
+      method_->set_step(step, o_.steps);  // methods with schedules (a function of the step: resumes exactly)
       AdamWHyper h;
       h.lr = sched.at(step);
       h.beta1 = o_.beta1, h.beta2 = o_.beta2, h.weight_decay = o_.weight_decay, h.step = step + 1;
@@ -92,12 +132,12 @@ class Trainer {
         ce += last.ce / o_.accum;
         flops += last.train_flops;
       }
-      check(std::isfinite(loss), "the training loss became " + std::to_string(loss) + " at step " +
+      check(std::isfinite(loss), "the training loss became " + non_finite(loss) + " at step " +
                                      std::to_string(step + 1) + "; stopping (lower --lr or check the data)");
       be_.adamw_step(model_->params.data(), model_->grads.data(), m_.data(), v_.data(), model_->num_params(),
                      model_->layout.decay_count(), h, o_.clip);
       const double gnorm = be_.last_grad_norm();
-      check(std::isfinite(gnorm), "the gradient norm became " + std::to_string(gnorm) + " at step " +
+      check(std::isfinite(gnorm), "the gradient norm became " + non_finite(gnorm) + " at step " +
                                       std::to_string(step + 1) + "; stopping");
       be_.sync();
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -105,6 +145,7 @@ class Trainer {
       res.train_flops += flops;
       res.steps = step + 1;
       res.final_train_loss = loss;
+      res.losses.push_back(loss);
 
       double val = NAN;
       const bool last_step = step + 1 == o_.steps;
@@ -112,7 +153,8 @@ class Trainer {
         val = evaluate(*data.val);
         res.final_val_loss = val;
       }
-      const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
+      const double run_time = std::chrono::duration<double>(Clock::now() - t_start).count();
+      const double elapsed = seconds_before + run_time;
       const double tok_s = tokens_per_step / dt;
       JsonLine j;
       j.integer("step", step + 1).num("loss", loss).num("ce", ce).num("lr", h.lr).num("grad_norm", gnorm);
@@ -120,19 +162,40 @@ class Trainer {
       for (auto& kv : last.halting) j.num(kv.first, kv.second);
       if (!std::isnan(val)) j.num("val_loss", val);
       metrics_.write(j);
+      curves_.tokens.push_back(res.tokens);
+      curves_.flops.push_back(res.train_flops);
+      curves_.loss.push_back(loss);
+      if (!std::isnan(val)) {
+        curves_.val_tokens.push_back(res.tokens);
+        curves_.val_flops.push_back(res.train_flops);
+        curves_.val_loss.push_back(val);
+      }
       if (verbose && ((step + 1) % o_.log_every == 0 || step == 0 || last_step || !std::isnan(val))) {
-        const double eta = elapsed / (step + 1) * (o_.steps - step - 1);
+        const double eta = run_time / (step + 1 - first) * (o_.steps - step - 1);
         std::printf("step %5lld/%lld | loss %.4f", step + 1, o_.steps, loss);
         if (!std::isnan(val)) std::printf(" | val %.4f", val);
         std::printf(" | lr %.2e | norm %.2f | %s tok/s | %sFLOP | ETA %s\n", h.lr, gnorm, format_count(tok_s).c_str(),
                     format_count(res.train_flops).c_str(), format_duration(eta).c_str());
         std::fflush(stdout);
       }
+      if (last_step || (o_.save_every > 0 && (step + 1) % o_.save_every == 0)) {
+        TrainState st;
+        st.step = step + 1;
+        st.data_rng = batcher.rng().state();
+        st.train_tokens = data.train->size();
+        st.tokens = res.tokens, st.flops = res.train_flops, st.seconds = elapsed;
+        st.schedule = sched;
+        st.options = option_values(o_);
+        res.last_checkpoint = save_checkpoint(o_.out, *model_, model_meta(step + 1), st, m_.data(), v_.data());
+        if (verbose) std::printf("saved %s\n", res.last_checkpoint.c_str());
+      }
+      if (!std::isnan(val)) plot();
     }
     res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
     if (verbose)
-      std::printf("done: %lld steps, %s tokens, %.1f s, final val loss %.4f (%s)\n", res.steps,
-                  format_count(res.tokens).c_str(), res.seconds, res.final_val_loss, metrics_.path().c_str());
+      std::printf("done: %lld steps, %s tokens, %.1f s, final val loss %.4f (%s, %s/loss.svg)\n", res.steps,
+                  format_count(res.tokens).c_str(), res.seconds, res.final_val_loss, metrics_.path().c_str(),
+                  o_.out.c_str());
     return res;
   }
 
@@ -152,6 +215,30 @@ class Trainer {
   }
 
  private:
+  static std::string non_finite(double x) { return std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf"; }
+
+  // Loads parameters, moments and training state from a checkpoint. The
+  // model was built from the options, so a checkpoint of another size or
+  // method is rejected here with the field that differs.
+  void resume(const std::string& path) {
+    ckpt_dir_ = resolve_checkpoint(path);
+    SafetensorsFile f(ckpt_dir_ + "/model.safetensors", "checkpoint");
+    const ModelMeta saved = read_model_meta(f);
+    load_params(*model_, model_meta(saved.step), f);
+    state_ = load_train_state(be_, ckpt_dir_, model_->num_params(), saved.step, m_.data(), v_.data());
+    check(state_.step < o_.steps, "checkpoint " + ckpt_dir_ + " is at step " + std::to_string(state_.step) +
+                                      ", and --steps is " + std::to_string(o_.steps) + ": raise --steps to train further");
+    resumed_ = true;
+  }
+
+  // The run's name in plots: its output directory's.
+  std::string run_label() const {
+    const std::filesystem::path p = std::filesystem::path(o_.out).lexically_normal();
+    return p.has_filename() ? p.filename().string() : p.parent_path().filename().string();
+  }
+  // Redraws <out>/loss.svg from the curves kept in memory (what metrics.jsonl holds).
+  void plot() { write_loss_plot({curves_}, curves_.label + " (" + o_.method + ")", o_.out + "/loss.svg"); }
+
   Bk& be_;
   TrainOptions o_;
   ModelConfig cfg_;
@@ -159,6 +246,10 @@ class Trainer {
   std::unique_ptr<Model<Bk>> model_;
   DeviceArray<Bk, T> m_, v_;  // AdamW moments, same layout as the parameters
   MetricsLog metrics_;
+  RunCurves curves_;  // the loss curves of metrics.jsonl, for loss.svg
+  bool resumed_ = false;
+  std::string ckpt_dir_;  // the checkpoint resumed from
+  TrainState state_;      // its training state
 };
 
 }  // namespace ada

@@ -1,0 +1,166 @@
+// eval: loss, perplexity and bits per byte of a checkpoint on a dataset, with
+// the method's forward FLOPs per token and its halting statistics.
+//   ./eval --ckpt runs/standard-tiny                        # its validation split, as the trainer measured it
+//   ./eval --ckpt runs/ponder-tiny/ckpt_200 --batches 0      # every validation token once
+//   ./eval --ckpt runs/standard-tiny --data other.txt --split all --json eval.json
+// Defaults (data, tokenizer, batch, seq, number of batches, validation
+// fraction) are the checkpoint's training options, so that by default the
+// loss equals the run's last logged val_loss.
+#include <omp.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "backend/cpu_backend.h"
+#include "text/dataset.h"
+#include "train/atomic_file.h"
+#include "train/checkpoint.h"
+#include "train/evaluation.h"
+#include "train/json.h"
+#include "train/metrics.h"
+
+using namespace ada;
+
+namespace {
+
+struct EvalOptions {
+  std::string ckpt, data, split = "val", tokenizer, json;
+  int batch = 16, seq = 128, batches = 8, threads = 0;
+  double val_fraction = 0.1;
+};
+
+// The checkpoint's value of a training option, if it recorded one.
+const std::string* saved_option(const std::vector<std::pair<std::string, std::string>>& saved, const std::string& name) {
+  for (auto& kv : saved)
+    if (kv.first == name) return &kv.second;
+  return nullptr;
+}
+
+bool is_text_spec(const std::string& spec) {
+  std::error_code ec;
+  const bool bin = spec.size() >= 4 && spec.compare(spec.size() - 4, 4, ".bin") == 0;
+  return !std::filesystem::is_directory(spec, ec) && spec.find_first_of("*?[") == std::string::npos && !bin;
+}
+
+std::string num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", x);
+  return std::isfinite(x) ? buf : "null";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    EvalOptions o;
+    Flags flags("eval", "Loss, perplexity, bits per byte and halting statistics of a checkpoint on a dataset.");
+    flags.add("--ckpt", &o.ckpt, "checkpoint: a run's output directory (its latest) or a ckpt_<step> directory");
+    flags.add("--data", &o.data, "text file or token shards (default: the checkpoint's training data)");
+    flags.add("--split", &o.split, "val | train | all (all: the whole text file)");
+    flags.add("--tokenizer", &o.tokenizer, "tokenizer (default: the checkpoint's)");
+    flags.add("--val-fraction", &o.val_fraction, "fraction of a text file that is validation (default: the checkpoint's)");
+    flags.add("--batch", &o.batch, "sequences per batch (default: the checkpoint's)");
+    flags.add("--seq", &o.seq, "tokens per sequence (default: the checkpoint's)");
+    flags.add("--batches", &o.batches, "batches: the trainer's evenly spaced windows; 0 = every token once (default: the checkpoint's --eval-batches)");
+    flags.add("--json", &o.json, "also write the report as JSON to this file");
+    flags.add("--threads", &o.threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)");
+    if (!flags.parse(argc, argv)) return 0;
+    check(flags.positional().empty(), "unexpected argument '" + (flags.positional().empty() ? std::string() : flags.positional()[0]) + "'");
+    check(!o.ckpt.empty(), "--ckpt is required (a run's output directory or a ckpt_<step> directory)");
+    check(o.split == "val" || o.split == "train" || o.split == "all", "--split must be val, train or all (got '" + o.split + "')");
+    if (o.threads > 0) omp_set_num_threads(o.threads);
+
+    CpuBackend<float> be;
+    auto ck = load_checkpoint_model(be, o.ckpt);
+    // Unset flags take the checkpoint's training options.
+    std::vector<std::pair<std::string, std::string>> saved;
+    if (std::filesystem::exists(ck.dir + "/state.safetensors")) saved = read_train_options(ck.dir);
+    auto fill = [&](const char* flag, const char* name, auto* dst) {
+      const std::string* v = saved_option(saved, name);
+      if (flags.was_set(flag) || !v) return;
+      std::vector<std::string> args = {"eval", std::string(flag) + "=" + *v};
+      std::vector<char*> av = {args[0].data(), args[1].data()};
+      Flags one("eval", "");
+      one.add(flag, dst, "");
+      one.parse(2, av.data());
+    };
+    fill("--data", "data", &o.data);
+    fill("--batch", "batch", &o.batch);
+    fill("--seq", "seq", &o.seq);
+    fill("--batches", "eval-batches", &o.batches);
+    fill("--val-fraction", "val-fraction", &o.val_fraction);
+    if (!flags.was_set("--tokenizer")) o.tokenizer = ck.meta.tokenizer;
+    check(!o.data.empty(), "--data is required (the checkpoint does not record its training data)");
+    check(o.batch > 0, "--batch must be positive (got " + std::to_string(o.batch) + ")");
+    check(o.seq > 0, "--seq must be positive (got " + std::to_string(o.seq) + ")");
+    check(o.seq <= ck.meta.cfg.max_seq, "--seq " + std::to_string(o.seq) + " is longer than the model context " +
+                                            std::to_string(ck.meta.cfg.max_seq));
+    check(o.batches >= 0, "--batches must be >= 0 (0 = every token once)");
+
+    auto tok = load_tokenizer(o.tokenizer);
+    check(tok->vocab_size() <= (uint32_t)ck.meta.cfg.vocab,
+          "tokenizer " + o.tokenizer + " has " + std::to_string(tok->vocab_size()) +
+              " tokens but the checkpoint's vocabulary is " + std::to_string(ck.meta.cfg.vocab));
+    std::shared_ptr<TokenSource> src;
+    std::string what;
+    if (o.split == "all") {
+      check(is_text_spec(o.data), "--split all needs a text file (for shards, use --split val or train)");
+      src = std::make_shared<VectorTokens>(tokenize_document(read_text_file(o.data), *tok), tok->vocab_size());
+      what = "all of " + o.data;
+    } else {
+      Dataset ds = open_dataset(o.data, tok.get(), o.val_fraction);
+      src = o.split == "val" ? ds.val : ds.train;
+      what = o.split + " split of " + o.data;
+    }
+    check_vocab(*src, (uint32_t)ck.meta.cfg.vocab, "evaluation data " + o.data);
+
+    const EvalReport r = evaluate_model(*ck.model, *ck.method, *src, tok.get(), o.batch, o.seq, o.batches);
+    const double plain = standard_flops_per_token(ck.meta.cfg, o.seq);
+    std::printf("checkpoint  %s (step %lld)\n", ck.dir.c_str(), ck.meta.step);
+    std::printf("model       %s\n", ck.meta.cfg.describe().c_str());
+    std::printf("method      %s (max %d passes per token)\n", ck.method->name().c_str(), ck.method->max_passes());
+    std::printf("data        %s, tokenizer %s: %.0f tokens (%s)\n", what.c_str(), tok->name().c_str(), r.tokens,
+                o.batches > 0 ? (std::to_string(o.batches) + " batches of " + std::to_string(o.batch) + " x " +
+                                 std::to_string(o.seq)).c_str()
+                              : ("every token once, windows of " + std::to_string(o.seq)).c_str());
+    std::printf("loss        %.4f nats/token\n", r.loss());
+    std::printf("perplexity  %.3f\n", r.perplexity());
+    std::printf("bits/byte   %.4f (%.0f bytes of text)\n", r.bits_per_byte(), r.bytes);
+    std::printf("FLOPs/token %s forward (%.2fx a standard forward at seq %d)\n", format_count(r.flops_per_token()).c_str(),
+                r.flops_per_token() / plain, o.seq);
+    std::printf("halting    ");
+    for (auto& kv : r.halting) std::printf(" %s %.4g", kv.first.c_str(), kv.second);
+    std::printf("\npasses      mean %.4f; histogram (passes: tokens)", r.mean_passes());
+    for (auto& kv : r.pass_histogram())
+      std::printf(" %lld: %lld (%.1f%%)", kv.first, kv.second, 100.0 * kv.second / r.tokens);
+    const double corr = r.passes_nll_correlation();
+    if (std::isnan(corr))
+      std::printf("\ncorr(passes, NLL)  n/a (every token used the same number of passes)\n");
+    else
+      std::printf("\ncorr(passes, NLL)  %.4f (Pearson, over tokens)\n", corr);
+
+    if (!o.json.empty()) {
+      std::string j = "{\"checkpoint\": " + json_quote(ck.dir) + ", \"step\": " + std::to_string(ck.meta.step) +
+                      ", \"method\": " + json_quote(ck.method->name()) + ", \"data\": " + json_quote(o.data) +
+                      ", \"split\": " + json_quote(o.split) + ", \"tokens\": " + num(r.tokens) +
+                      ", \"loss\": " + num(r.loss()) + ", \"perplexity\": " + num(r.perplexity()) +
+                      ", \"bits_per_byte\": " + num(r.bits_per_byte()) + ", \"bytes\": " + num(r.bytes) +
+                      ", \"fwd_flops_per_token\": " + num(r.flops_per_token()) +
+                      ", \"standard_fwd_flops_per_token\": " + num(plain) + ", \"halting\": {";
+      for (size_t i = 0; i < r.halting.size(); i++)
+        j += (i ? ", " : "") + json_quote(r.halting[i].first) + ": " + num(r.halting[i].second);
+      j += "}, \"mean_passes\": " + num(r.mean_passes()) + ", \"passes_histogram\": {";
+      bool first = true;
+      for (auto& kv : r.pass_histogram()) {
+        j += (first ? "" : ", ") + json_quote(std::to_string(kv.first)) + ": " + std::to_string(kv.second);
+        first = false;
+      }
+      j += "}, \"passes_nll_correlation\": " + num(corr) + "}\n";
+      write_file_atomic(o.json, j);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,360 @@
+// Checkpoint files: what goes into model.safetensors and state.safetensors,
+// how a save stays atomic, and the checks that make a mismatched or damaged
+// checkpoint fail with one clear message. Layout in checkpoint.h; every key
+// and tensor in docs/formats.md.
+#include "train/checkpoint.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "train/atomic_file.h"
+#include "train/json.h"
+
+namespace fs = std::filesystem;
+
+namespace ada {
+
+namespace {
+
+const char* const kFormat = "ada-checkpoint";
+
+// Doubles as text that reads back to the same bits.
+std::string exact(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+bool file_exists(const std::string& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+long long parse_int(const SafetensorsFile& f, const std::string& key) {
+  const std::string& v = f.meta(key);
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  check(!v.empty() && *end == 0, "checkpoint " + f.path() + ": metadata " + key + " is '" + v + "', not an integer");
+  return x;
+}
+
+double parse_double(const SafetensorsFile& f, const std::string& key) {
+  const std::string& v = f.meta(key);
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  check(!v.empty() && *end == 0, "checkpoint " + f.path() + ": metadata " + key + " is '" + v + "', not a number");
+  return x;
+}
+
+// Method options as (flag without "--", value), through the flags that
+// declare them, so a new method option is saved without touching this file.
+std::vector<std::pair<std::string, std::string>> method_option_values(MethodOptions& o) {
+  Flags f("checkpoint", "");
+  add_method_flags(f, o);
+  return f.values();
+}
+
+// Checks format and kind ("model" / "state") of a checkpoint file.
+void check_format(const SafetensorsFile& f, const std::string& kind) {
+  auto it = f.metadata().find("format");
+  check(it != f.metadata().end() && it->second == kFormat,
+        "checkpoint " + f.path() + " is not an ada checkpoint (its metadata has no format \"" + kFormat + "\")");
+  const long long version = parse_int(f, "format_version");
+  check(version >= 1 && version <= kCheckpointVersion,
+        "checkpoint " + f.path() + " has format version " + std::to_string(version) + "; this program reads version " +
+            std::to_string(kCheckpointVersion));
+  check(f.meta("kind") == kind, "checkpoint " + f.path() + " is a " + f.meta("kind") + " file, not a " + kind + " file");
+}
+
+void common_metadata(SafetensorsWriter& w, const std::string& kind, long long step) {
+  w.metadata("format", kFormat);
+  w.metadata("format_version", std::to_string(kCheckpointVersion));
+  w.metadata("kind", kind);
+  w.metadata("step", std::to_string(step));
+}
+
+}  // namespace
+
+std::string checkpoint_name(long long step) { return "ckpt_" + std::to_string(step); }
+
+std::string resolve_checkpoint(const std::string& path) {
+  std::error_code ec;
+  check(!path.empty(), "no checkpoint given (an output directory or a ckpt_<step> directory)");
+  check(fs::exists(path, ec), "checkpoint not found: " + path);
+  if (fs::is_regular_file(path, ec)) {
+    check(fs::path(path).filename() == "model.safetensors",
+          path + " is not a checkpoint (expected a run's output directory, a ckpt_<step> directory or its model.safetensors)");
+    const std::string dir = fs::path(path).parent_path().string();
+    return dir.empty() ? "." : dir;
+  }
+  std::string dir = path;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (file_exists(dir + "/latest")) {
+    std::ifstream f(dir + "/latest");
+    std::string name;
+    std::getline(f, name);
+    while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.pop_back();
+    check(!name.empty(), dir + "/latest is empty (it should name the newest checkpoint, e.g. ckpt_100)");
+    check(name.find('/') == std::string::npos, dir + "/latest names '" + name + "', which is not a checkpoint directory name");
+    const std::string ckpt = dir + "/" + name;
+    check(file_exists(ckpt + "/model.safetensors"),
+          dir + "/latest names " + name + ", but " + ckpt + "/model.safetensors does not exist");
+    return ckpt;
+  }
+  check(file_exists(dir + "/model.safetensors"),
+        dir + " is not a checkpoint: it has neither a `latest` file (a run's output directory) nor model.safetensors "
+              "(a checkpoint directory)");
+  return dir;
+}
+
+std::string checkpoint_run_dir(const std::string& ckpt_dir) {
+  const std::string p = fs::path(ckpt_dir).parent_path().string();
+  return p.empty() ? "." : p;
+}
+
+// ---- model metadata --------------------------------------------------------
+
+ModelMeta read_model_meta(const SafetensorsFile& f) {
+  check_format(f, "model");
+  ModelMeta m;
+  ModelConfig& c = m.cfg;
+  c.name = f.meta("config.name");
+  c.vocab = (int)parse_int(f, "config.vocab");
+  c.dim = (int)parse_int(f, "config.dim");
+  c.layers = (int)parse_int(f, "config.layers");
+  c.heads = (int)parse_int(f, "config.heads");
+  c.hidden = (int)parse_int(f, "config.hidden");
+  c.max_seq = (int)parse_int(f, "config.max_seq");
+  c.tied = parse_int(f, "config.tied") != 0;
+  c.rope_theta = parse_double(f, "config.rope_theta");
+  c.norm_eps = parse_double(f, "config.norm_eps");
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    fail("checkpoint " + f.path() + " has an impossible model config: " + e.what());
+  }
+  m.method = f.meta("method");
+  bool known = false;
+  for (auto& n : method_names()) known |= n == m.method;
+  check(known, "checkpoint " + f.path() + " was trained with method '" + m.method + "', which this program does not know");
+  // Method options: every option this program knows that the file records.
+  std::vector<std::string> args = {"checkpoint"};
+  for (auto& kv : method_option_values(m.method_opts)) {
+    auto it = f.metadata().find("method." + kv.first);
+    if (it != f.metadata().end()) args.push_back("--" + kv.first + "=" + it->second);
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  Flags flags("checkpoint", "");
+  add_method_flags(flags, m.method_opts);
+  try {
+    flags.parse((int)argv.size(), argv.data());
+  } catch (const Error& e) {
+    fail("checkpoint " + f.path() + " has a bad method option: " + e.what());
+  }
+  m.tokenizer = f.meta("tokenizer");
+  m.step = parse_int(f, "step");
+  return m;
+}
+
+void check_model_meta(const ModelMeta& ck, const ModelMeta& want, const std::string& file) {
+  const std::string head = "checkpoint " + file + " ";
+  auto same_int = [&](long long a, long long b, const std::string& what) {
+    check(a == b, head + "has " + what + " " + std::to_string(a) + " but the model was configured with " + std::to_string(b));
+  };
+  const ModelConfig &a = ck.cfg, &b = want.cfg;
+  same_int(a.vocab, b.vocab, "vocabulary");
+  same_int(a.dim, b.dim, "width (dim)");
+  same_int(a.layers, b.layers, "layers");
+  same_int(a.heads, b.heads, "heads");
+  same_int(a.hidden, b.hidden, "SwiGLU hidden width");
+  same_int(a.max_seq, b.max_seq, "context (max_seq)");
+  check(a.tied == b.tied, head + "has " + (a.tied ? "a tied" : "an untied") + " output head but the model was configured " +
+                              (b.tied ? "tied" : "untied"));
+  check(a.rope_theta == b.rope_theta,
+        head + "has rope theta " + exact(a.rope_theta) + " but the model was configured with " + exact(b.rope_theta));
+  check(a.norm_eps == b.norm_eps,
+        head + "has norm eps " + exact(a.norm_eps) + " but the model was configured with " + exact(b.norm_eps));
+  check(ck.method == want.method,
+        head + "was trained with method " + ck.method + " but the model is configured for " + want.method);
+  MethodOptions oa = ck.method_opts, ob = want.method_opts;
+  auto va = method_option_values(oa), vb = method_option_values(ob);
+  for (size_t i = 0; i < va.size(); i++)
+    check(va[i].second == vb[i].second, head + "has --" + va[i].first + " " + va[i].second +
+                                            " but the model was configured with " + vb[i].second);
+}
+
+// ---- writing -----------------------------------------------------------------
+
+std::string write_checkpoint(const std::string& out, const ModelMeta& meta, const ParamLayout& layout,
+                             const float* params, const TrainState& st, Dtype moment_dtype, const void* m,
+                             const void* v) {
+  check(moment_dtype == Dtype::F32 || moment_dtype == Dtype::F64, "internal: moments must be F32 or F64");
+  check(meta.step == st.step, "internal: model and state of a checkpoint must be at the same step");
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  check(fs::is_directory(out, ec), "cannot create the output directory " + out + ": " + ec.message());
+  const std::string name = checkpoint_name(meta.step);
+  const std::string final_dir = out + "/" + name, tmp = final_dir + ".tmp", old = final_dir + ".old";
+
+  // model.safetensors
+  SafetensorsWriter mw;
+  common_metadata(mw, "model", meta.step);
+  const ModelConfig& c = meta.cfg;
+  mw.metadata("config.name", c.name);
+  mw.metadata("config.vocab", std::to_string(c.vocab));
+  mw.metadata("config.dim", std::to_string(c.dim));
+  mw.metadata("config.layers", std::to_string(c.layers));
+  mw.metadata("config.heads", std::to_string(c.heads));
+  mw.metadata("config.hidden", std::to_string(c.hidden));
+  mw.metadata("config.max_seq", std::to_string(c.max_seq));
+  mw.metadata("config.tied", c.tied ? "1" : "0");
+  mw.metadata("config.rope_theta", exact(c.rope_theta));
+  mw.metadata("config.norm_eps", exact(c.norm_eps));
+  mw.metadata("method", meta.method);
+  MethodOptions mo = meta.method_opts;
+  for (auto& kv : method_option_values(mo)) mw.metadata("method." + kv.first, kv.second);
+  mw.metadata("tokenizer", meta.tokenizer);
+  mw.metadata("parameters", std::to_string(layout.total()));
+  for (auto& t : layout.tensors()) {
+    std::vector<uint64_t> shape(t.shape.begin(), t.shape.end());
+    mw.add(t.name, std::move(shape), params + t.offset);
+  }
+
+  // state.safetensors
+  const uint64_t n = layout.total();
+  const int64_t step = st.step, warmup = st.schedule.warmup, total = st.schedule.total;
+  const uint64_t train_tokens = st.train_tokens;
+  SafetensorsWriter sw;
+  common_metadata(sw, "state", st.step);
+  sw.metadata("optimizer", "adamw");
+  for (auto& kv : st.options) sw.metadata("option." + kv.first, kv.second);
+  sw.add("adamw.m", moment_dtype, {n}, m);
+  sw.add("adamw.v", moment_dtype, {n}, v);
+  sw.add("step", {1}, &step);
+  sw.add("data.rng", {4}, st.data_rng.data());
+  sw.add("data.train_tokens", {1}, &train_tokens);
+  sw.add("progress.tokens", {1}, &st.tokens);
+  sw.add("progress.flops", {1}, &st.flops);
+  sw.add("progress.seconds", {1}, &st.seconds);
+  sw.add("schedule.lr", {1}, &st.schedule.lr);
+  sw.add("schedule.min_lr_frac", {1}, &st.schedule.min_frac);
+  sw.add("schedule.warmup", {1}, &warmup);
+  sw.add("schedule.total_steps", {1}, &total);
+
+  // Both files into a fresh ckpt_<step>.tmp/, renamed into place when complete.
+  fs::remove_all(tmp, ec);
+  check(fs::create_directory(tmp, ec), "cannot create checkpoint directory " + tmp + ": " + ec.message());
+  try {
+    mw.write(tmp + "/model.safetensors");
+    sw.write(tmp + "/state.safetensors");
+    sync_directory(tmp);
+    if (fs::exists(final_dir, ec)) {  // re-saving a step (a resume from an earlier checkpoint)
+      fs::remove_all(old, ec);
+      fs::rename(final_dir, old, ec);
+      check(!ec, "cannot replace " + final_dir + ": " + ec.message());
+    }
+    fs::rename(tmp, final_dir, ec);
+    check(!ec, "cannot rename " + tmp + " to " + final_dir + ": " + ec.message());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  fs::remove_all(old, ec);
+  sync_directory(out);
+  write_file_atomic(out + "/latest", name + "\n");  // last: the checkpoint is complete
+  return final_dir;
+}
+
+// ---- reading -------------------------------------------------------------------
+
+std::vector<float> read_checkpoint_params(const SafetensorsFile& f, const ModelMeta& want, const ParamLayout& layout) {
+  check_model_meta(read_model_meta(f), want, f.path());
+  for (auto& t : f.tensors())
+    check(layout.has(t.name), "checkpoint " + f.path() + " has tensor " + t.name + ", which the model does not have");
+  std::vector<float> params(layout.total()), tmp;
+  for (auto& p : layout.tensors()) {
+    const TensorEntry* t = f.find(p.name);
+    check(t != nullptr, "checkpoint " + f.path() + " has no tensor " + p.name + " (the model needs it)");
+    const std::vector<uint64_t> shape(p.shape.begin(), p.shape.end());
+    check(t->shape == shape, "checkpoint " + f.path() + " has tensor " + p.name + " of shape " + shape_string(t->shape) +
+                                 " but the model expects " + shape_string(shape));
+    check(t->dtype == Dtype::F32, "checkpoint " + f.path() + " has tensor " + p.name + " of dtype " +
+                                      dtype_name(t->dtype) + " (expected F32)");
+    f.read_floats(p.name, tmp);
+    std::copy(tmp.begin(), tmp.end(), params.begin() + p.offset);
+  }
+  return params;
+}
+
+std::vector<std::pair<std::string, std::string>> read_train_options(const std::string& ckpt_dir) {
+  SafetensorsFile f(ckpt_dir + "/state.safetensors", "checkpoint");
+  check_format(f, "state");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& kv : f.metadata())
+    if (kv.first.compare(0, 7, "option.") == 0) out.push_back({kv.first.substr(7), kv.second});
+  return out;
+}
+
+TrainState read_train_state(const std::string& ckpt_dir, size_t n_params, long long model_step, std::vector<double>& m,
+                            std::vector<double>& v) {
+  SafetensorsFile f(ckpt_dir + "/state.safetensors", "checkpoint");
+  check_format(f, "state");
+  TrainState st;
+  const std::vector<uint64_t> one = {1}, four = {4};
+  const TensorEntry& tm = f.get("adamw.m");
+  check(tm.shape == std::vector<uint64_t>{n_params},
+        "checkpoint " + f.path() + " has AdamW moments of shape " + shape_string(tm.shape) + " but the model has " +
+            std::to_string(n_params) + " parameters");
+  const std::vector<uint64_t> pshape = {n_params};
+  f.read_floats("adamw.m", m, &pshape);
+  f.read_floats("adamw.v", v, &pshape);
+  auto real = [&](const std::string& name) {
+    std::vector<double> x;
+    f.read_floats(name, x, &one);
+    return x[0];
+  };
+  auto integer = [&](const std::string& name) {
+    std::vector<int64_t> x;
+    f.read_ints(name, x, &one);
+    return (long long)x[0];
+  };
+  st.step = integer("step");
+  check(st.step == model_step, "checkpoint " + ckpt_dir + " is inconsistent: model.safetensors is at step " +
+                                   std::to_string(model_step) + " but state.safetensors at step " + std::to_string(st.step));
+  std::vector<uint64_t> u64;
+  f.read_u64("data.rng", u64, &four);
+  for (int i = 0; i < 4; i++) st.data_rng[i] = u64[i];
+  f.read_u64("data.train_tokens", u64, &one);
+  st.train_tokens = u64[0];
+  st.tokens = real("progress.tokens");
+  st.flops = real("progress.flops");
+  st.seconds = real("progress.seconds");
+  st.schedule.lr = real("schedule.lr");
+  st.schedule.min_frac = real("schedule.min_lr_frac");
+  st.schedule.warmup = integer("schedule.warmup");
+  st.schedule.total = integer("schedule.total_steps");
+  for (auto& kv : f.metadata())
+    if (kv.first.compare(0, 7, "option.") == 0) st.options.push_back({kv.first.substr(7), kv.second});
+  return st;
+}
+
+void restore_metrics_log(const std::string& from, const std::string& to, long long step) {
+  std::string kept;
+  std::ifstream f(from, std::ios::binary);
+  for (std::string line; f && std::getline(f, line);) {
+    try {
+      const Json j = parse_json(line, from);
+      const Json* s = j.find("step");
+      uint64_t n;
+      if (s && s->to_u64(&n) && (long long)n <= step) kept += line + "\n";
+    } catch (const Error&) {
+      // a line cut short by a crash: dropped
+    }
+  }
+  write_file_atomic(to, kept);
+}
+
+}  // namespace ada

@@ -1,0 +1,29 @@
+// The loss plot of one or more runs, as a hand-written SVG: two panels,
+// loss against training tokens (linear) and against training FLOPs (log
+// scale, the axis on which methods that spend different compute per token are
+// compared). Each run is one colour: a line for the training loss of every
+// step and dots for the validation loss of the evaluation steps.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace ada {
+
+struct RunCurves {
+  std::string label;
+  std::vector<double> tokens, flops, loss;              // every step with a finite loss
+  std::vector<double> val_tokens, val_flops, val_loss;  // evaluation steps
+};
+
+// Reads a metrics.jsonl written by the trainer (fields "tokens", "flops",
+// "loss", "val_loss"). Throws ada::Error if the file is missing or a line is
+// not valid JSON.
+RunCurves read_run_curves(const std::string& metrics_path, const std::string& label);
+
+// The SVG document.
+std::string loss_plot_svg(const std::vector<RunCurves>& runs, const std::string& title);
+
+// Writes the SVG to path atomically.
+void write_loss_plot(const std::vector<RunCurves>& runs, const std::string& title, const std::string& path);
+
+}  // namespace ada
