@@ -161,6 +161,14 @@ TEST(GradCheckOps, AttentionInterleavedPauses) {
   attention_case(1, 9, 3, 2, slots, order, depth, valid, kAnyDepth);
 }
 
+TEST(GradCheckOps, AttentionPausesVisibleInTheirOwnWindow) {
+  // [x0 p p x1 p p x2 p p] where later tokens see earlier real tokens but not
+  // their pauses (rule OwnGroup: real slots group -1, pauses group = token).
+  std::vector<int> slots, order, depth, valid(9, 1);
+  for (int i = 0; i < 9; i++) slots.push_back(i), order.push_back(i), depth.push_back(i % 3 == 0 ? -1 : i / 3);
+  attention_case(1, 9, 2, 3, slots, order, depth, valid, kOwnGroup);
+}
+
 TEST(GradCheckOps, SwiGLU) {
   const int N = 4, F = 6;
   Vec gu = random_vec(N * 2 * F, 10);
@@ -280,7 +288,7 @@ TEST(Ops, AdamWMatchesHandComputedStep) {
 TEST(Ops, VisibleKeyCountMatchesTheMask) {
   CpuBackend<double> be;
   Arena<CpuBackend<double>> arena(be);
-  for (int rule : {(int)kAnyDepth, (int)kDepthLE}) {
+  for (int rule : {(int)kAnyDepth, (int)kDepthLE, (int)kOwnGroup}) {
     KvStore<CpuBackend<double>> kv;
     const int B = 2, T = 5, M = 3, S = T * M;
     kv.init(be, arena, B, S, 1, 4, rule, false);

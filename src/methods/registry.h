@@ -7,6 +7,7 @@
 
 #include "methods/method.h"
 #include "methods/adaponder.h"
+#include "methods/cyb.h"
 #include "methods/looped.h"
 #include "methods/pause.h"
 #include "methods/ponder.h"
@@ -20,6 +21,7 @@ struct MethodOptions {
   int ponder_steps = 3;  // ponder / adaponder: pondering passes P (P+1 passes in all)
   int pauses = 3;        // pause: pause tokens after every real token
   AdaPonderOptions ada;  // adaponder (ada.K is taken from ponder_steps)
+  CybOptions cyb;        // cyb (cyb.pauses is taken from pauses)
 };
 
 inline void add_method_flags(Flags& f, MethodOptions& o) {
@@ -37,9 +39,12 @@ inline void add_method_flags(Flags& f, MethodOptions& o) {
   f.add("--policy", &o.ada.policy, "adaponder: gates | uniform | geometric (fixed pruning baselines)");
   f.add("--policy-passes", &o.ada.policy_passes, "adaponder fixed policies: average passes per token");
   f.add("--compaction", &o.ada.compaction, "adaponder: compute only active rows (0 = masked reference)");
+  f.add("--cyb-gamma", &o.cyb.gamma0, "cyb: per-step discount gamma_i = gamma^(i-1)");
+  f.add("--cyb-deadline", &o.cyb.deadline, "cyb: world deadline distribution omega: last | uniform");
+  f.add("--cyb-visibility", &o.cyb.visibility, "cyb: later tokens see earlier pauses (all) or not (own)");
 }
 
-inline std::vector<std::string> method_names() { return {"standard", "looped", "ponder", "pause", "adaponder"}; }
+inline std::vector<std::string> method_names() { return {"standard", "looped", "ponder", "pause", "adaponder", "cyb"}; }
 
 template <class Bk>
 std::unique_ptr<Method<Bk>> make_method(const std::string& name, const MethodOptions& o) {
@@ -51,6 +56,11 @@ std::unique_ptr<Method<Bk>> make_method(const std::string& name, const MethodOpt
     AdaPonderOptions a = o.ada;
     a.K = o.ponder_steps;
     return std::make_unique<AdaPonderMethod<Bk>>(a);
+  }
+  if (name == "cyb") {
+    CybOptions c = o.cyb;
+    c.pauses = o.pauses;
+    return std::make_unique<CybMethod<Bk>>(c);
   }
   std::string all;
   for (auto& n : method_names()) all += (all.empty() ? "" : ", ") + n;

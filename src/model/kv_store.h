@@ -75,6 +75,10 @@ class KvStore {
   // see are the valid slots of a prefix, filtered by depth for DepthLE.
   long long total_visible_keys(const std::vector<int>& qslots) const {
     long long total = 0;
+    if (rule == kOwnGroup) {  // rare and short (CYB's windows): count directly
+      for (int q : qslots) total += visible_keys(q);
+      return total;
+    }
     int max_depth = 0;
     if (rule == kDepthLE)
       for (int d : depth) max_depth = d > max_depth ? d : max_depth;

@@ -5,12 +5,18 @@
 // metadata (order, depth, valid); a query is the row that wrote one slot, so it
 // carries the metadata of that slot. Query slot q may see key slot k of the
 // same sequence iff
-//     valid[k]  and  order[k] <= order[q]  and  (rule == AnyDepth or depth[k] <= depth[q])
+//     valid[k]  and  order[k] <= order[q]  and  the rule's condition on depth:
+//       AnyDepth: none;   DepthLE: depth[k] <= depth[q];
+//       OwnGroup: depth[k] < 0 or depth[k] == depth[q]
 // This covers every pattern the methods need (DESIGN / methods.md 0.3):
 //   causal (standard, looped, ponder: one store per pass, order = position),
 //   interleaved (pause, CYB: order = index in the flattened sequence),
 //   duo-causal (TaH2, latent CoT: one store for all depths, slot = t*M + m,
-//               order = t, depth = m, rule DepthLE, valid = executed).
+//               order = t, depth = m, rule DepthLE, valid = executed),
+//   own-group (CYB's consistent variant: rule OwnGroup, depth holds a group
+//               id: -1 for slots every later query may see (real tokens),
+//               g >= 0 for slots only queries of group g may see (the pauses
+//               of token g are visible inside token g's window only)).
 // Within a sequence, slots must be laid out with nondecreasing order, so the
 // keys a query can see lie in a prefix of its sequence's slots.
 #pragma once
@@ -18,7 +24,7 @@
 
 namespace ada {
 
-enum DepthRule : int { kAnyDepth = 0, kDepthLE = 1 };
+enum DepthRule : int { kAnyDepth = 0, kDepthLE = 1, kOwnGroup = 2 };
 
 struct KeyMeta {
   const int* order;  // (B*S)
@@ -32,6 +38,7 @@ struct KeyMeta {
     if (!valid[kslot]) return false;
     if (order[kslot] > order[qslot]) return false;
     if (rule == kDepthLE && depth[kslot] > depth[qslot]) return false;
+    if (rule == kOwnGroup && depth[kslot] >= 0 && depth[kslot] != depth[qslot]) return false;
     return true;
   }
 };
