@@ -108,4 +108,81 @@ $(BUILD)/cuda/smoke.o: cuda/smoke.cu cuda/compat.h cuda/launch.h src/core/common
 	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCHS) -Xcompiler -Wall,-Wextra -Isrc -Icuda -I. -c $< -o $@
 # --- end of CUDA host runner section -------------------------------------------
 
+# --- CUDA backend, train_gpu, test_gpu, bench_gpu (cuda/*.cu) ------------------
+# The kernel files cuda/<family>.cu and the backend cuda/cuda_backend.cu are
+# compiled twice (docs/cuda.md):
+#   * by the host compiler (-x c++, the host runner's headers via -Icuda) into
+#     $(BUILD)/cuda_host/, linked into $(BUILD)/run_tests: `make test` runs every
+#     kernel against the CPU backend on machines without a GPU;
+#   * by nvcc for sm_90 (SASS, plus compute_90 PTX for newer GPUs) into
+#     $(BUILD)/cuda_nv/, for the GPU programs. These are built only when asked:
+#       make train_gpu    the CUDA trainer (same flags as train_cpu, default --config 70m)
+#       make test_gpu     build the kernel and whole-step tests with nvcc and run them on the GPU
+#       make bench_gpu    build and run the GPU benchmark (kernels vs cuBLAS, whole steps)
+# `make` and `make test` never need nvcc.
+ifeq ($(shell command -v $(NVCC) 2>/dev/null),)
+ifneq ($(wildcard /usr/local/cuda/bin/nvcc),)
+NVCC := /usr/local/cuda/bin/nvcc
+endif
+endif
+CUDA_PROGRAMS    := cuda/train_gpu.cu cuda/bench_gpu.cu
+CUDA_KERNEL_SRCS := $(filter-out cuda/smoke.cu $(CUDA_PROGRAMS),$(wildcard cuda/*.cu))
+CUDA_HOST_OBJS   := $(patsubst cuda/%.cu,$(BUILD)/cuda_host/%.o,$(CUDA_KERNEL_SRCS))
+CUDA_NV_OBJS     := $(patsubst cuda/%.cu,$(BUILD)/cuda_nv/%.o,$(CUDA_KERNEL_SRCS))
+CUDA_TEST_SRCS   := tests/test_cuda_kernels.cpp tests/test_cuda_step.cpp
+CUDA_TEST_OBJS   := $(patsubst tests/%.cpp,$(BUILD)/cuda_nv/tests/%.o,$(CUDA_TEST_SRCS))
+NVCC_OPT         ?= -O3
+NVCC_HOST_WARN   := -Wall,-Wextra,-Wno-unused-parameter,-Wno-class-memaccess
+NVCC_ALL_FLAGS    = -std=c++17 $(NVCC_OPT) $(CUDA_ARCHS) -Xcompiler -fopenmp,$(NVCC_HOST_WARN) \
+                    -Isrc -I. -Icuda -isystem $(EIGEN_INC) -DEIGEN_NO_DEBUG -MMD -MP
+NVCC_LDFLAGS      = $(CUDA_ARCHS) -Xcompiler -fopenmp
+
+ifeq ($(BIN),.)
+TRAIN_GPU := train_gpu
+else
+TRAIN_GPU := $(BIN)/train_gpu
+.PHONY: train_gpu
+train_gpu: $(TRAIN_GPU)
+endif
+
+# Under the runner: kernels are ordinary C++ for the test binary.
+$(BUILD)/cuda_host/%.o: cuda/%.cu | check-deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -Icuda -x c++ -c $< -o $@
+
+$(BUILD)/run_tests: $(CUDA_HOST_OBJS)
+
+.PHONY: check-nvcc test_gpu bench_gpu
+check-nvcc:
+	@command -v $(NVCC) >/dev/null || { echo "error: nvcc not found (looked for '$(NVCC)' and /usr/local/cuda/bin/nvcc); install the CUDA toolkit or set NVCC=/path/to/nvcc"; exit 1; }
+
+$(BUILD)/cuda_nv/%.o: cuda/%.cu | check-nvcc check-deps
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_ALL_FLAGS) -c $< -o $@
+
+# The tests also include the CPU backend (Eigen): 20012 and 20015 come from
+# Eigen's __host__ __device__ annotations (defaulted members, constexpr calls),
+# 177 is a variable that only an OpenMP clause uses.
+$(BUILD)/cuda_nv/tests/%.o: tests/%.cpp | check-nvcc check-deps check-gtest
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_ALL_FLAGS) -diag-suppress 20012,20015,177 -x cu -c $< -o $@
+
+$(TRAIN_GPU): $(BUILD)/cuda_nv/train_gpu.o $(CUDA_NV_OBJS) $(LIB) | check-nvcc
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/test_gpu: $(CUDA_TEST_OBJS) $(CUDA_NV_OBJS) $(LIB) | check-nvcc
+	$(NVCC) $(NVCC_LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)
+
+$(BUILD)/bench_gpu: $(BUILD)/cuda_nv/bench_gpu.o $(CUDA_NV_OBJS) $(LIB) | check-nvcc
+	$(NVCC) $(NVCC_LDFLAGS) $^ -o $@ -lcublas $(LDLIBS)
+
+# GTEST_ARGS / BENCH_ARGS pass options through, as for `make test`.
+test_gpu: $(BUILD)/test_gpu
+	$(BUILD)/test_gpu $(GTEST_ARGS)
+
+bench_gpu: $(BUILD)/bench_gpu
+	$(BUILD)/bench_gpu $(BENCH_ARGS)
+# --- end of CUDA backend section --------------------------------------------------
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,375 @@
+// bench_gpu: GPU throughput of the hand-written kernels and of whole training
+// steps, on the shapes of the 70m config (B = 16, T = 1024: N = 16384 rows,
+// D = 512, F = 1408, V = 50304, H = 8, hs = 64).
+//   make bench_gpu                     (or: build/bench_gpu --help)
+// Prints, per kernel: time, achieved TFLOP/s (GEMM, attention) or GB/s
+// (memory-bound kernels); for every GEMM shape of a training step (forward
+// y = x W^T, backward dx = dy W and dW = dy^T x) the ratio to cuBLAS on the
+// same shape and precision (SGEMM for fp32; GemmEx with bf16 inputs, or with
+// TF32 compute, for the tensor-core paths); then whole training steps of
+// `standard` and `adaponder` (forward + backward + AdamW): tokens/s and MFU
+// against the dense bf16 peak (989 TFLOP/s for an H100/H200 SXM; --peak).
+// cuBLAS is linked here only, as the yardstick.
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "cuda_backend.h"
+#include "methods/registry.h"
+#include "train/flags.h"
+
+using namespace ada;
+using cuda::GemmPrecision;
+
+namespace {
+
+#define CUBLAS_CHECK(expr)                                                                        \
+  do {                                                                                            \
+    const cublasStatus_t st_ = (expr);                                                            \
+    if (st_ != CUBLAS_STATUS_SUCCESS) fail(std::string("cuBLAS error ") + std::to_string(st_) + " in " #expr); \
+  } while (0)
+
+// ---- device data ------------------------------------------------------------
+__global__ void fill_random_kernel(float* x, size_t n, uint32_t seed, float scale) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
+    x[i] = scale * ((float)(h & 0xffffff) / 16777216.0f - 0.5f);
+  }
+}
+__global__ void to_bf16_kernel(__nv_bfloat16* y, const float* x, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    y[i] = __float2bfloat16(x[i]);
+}
+
+void fill_random(CudaBackend& be, float* x, size_t n, uint32_t seed, float scale = 1.0f) {
+  launch(fill_random_kernel, 1024, 256, 0, be.stream, x, n, seed, scale);
+}
+
+// Milliseconds per call of f (after one warm-up call), timed with events.
+double time_ms(CudaBackend& be, const std::function<void()>& f, int reps) {
+  f();
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  CUDA_CHECK(cudaEventRecord(a, be.stream));
+  for (int i = 0; i < reps; i++) f();
+  CUDA_CHECK(cudaEventRecord(b, be.stream));
+  CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms / reps;
+}
+
+struct Buffer {
+  float* p = nullptr;
+  explicit Buffer(size_t n) { CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(float))); }
+  ~Buffer() { cudaFree(p); }
+};
+
+// ---- GEMMs vs cuBLAS ----------------------------------------------------------
+struct GemmCase {
+  std::string name;
+  cuda::GemmShape g;
+};
+
+cuda::GemmShape shape(bool ta, bool tb, int M, int N, int K) {
+  cuda::GemmShape g;
+  g.trans_a = ta, g.trans_b = tb, g.M = M, g.N = N, g.K = K;
+  g.lda = ta ? M : K;
+  g.ldb = tb ? K : N;
+  g.ldc = N;
+  return g;
+}
+
+// The 15 GEMMs of one layer's training step plus the head, N rows.
+std::vector<GemmCase> gemm_cases(int N, int D, int F, int V) {
+  struct W {
+    const char* name;
+    int out, in;
+  };
+  const W ws[] = {{"qkv", 3 * D, D}, {"wo", D, D}, {"gate_up", 2 * F, D}, {"down", D, F}, {"head", V, D}};
+  std::vector<GemmCase> c;
+  for (const W& w : ws) {
+    c.push_back({std::string(w.name) + " y=xW^T", shape(false, true, N, w.out, w.in)});
+    c.push_back({std::string(w.name) + " dx=dyW", shape(false, false, N, w.in, w.out)});
+    c.push_back({std::string(w.name) + " dW=dy^Tx", shape(true, false, w.out, w.in, N)});
+  }
+  return c;
+}
+
+// Row-major C = op(A) op(B) through column-major cuBLAS: C^T = op(B)^T op(A)^T.
+void cublas_gemm(cublasHandle_t h, GemmPrecision p, const cuda::GemmShape& g, const void* A, const void* B, float* C) {
+  const float one = 1.0f, zero = 0.0f;
+  const cublasOperation_t opb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opa = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (p == GemmPrecision::Fp32) {
+    CUBLAS_CHECK(cublasSgemm(h, opb, opa, g.N, g.M, g.K, &one, static_cast<const float*>(B), g.ldb,
+                             static_cast<const float*>(A), g.lda, &zero, C, g.ldc));
+  } else if (p == GemmPrecision::Bf16) {
+    CUBLAS_CHECK(cublasGemmEx(h, opb, opa, g.N, g.M, g.K, &one, B, CUDA_R_16BF, g.ldb, A, CUDA_R_16BF, g.lda, &zero, C,
+                              CUDA_R_32F, g.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  } else {
+    CUBLAS_CHECK(cublasGemmEx(h, opb, opa, g.N, g.M, g.K, &one, B, CUDA_R_32F, g.ldb, A, CUDA_R_32F, g.lda, &zero, C,
+                              CUDA_R_32F, g.ldc, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+void bench_gemms(CudaBackend& be, int N, int D, int F, int V, int reps, const std::string& precisions) {
+  const std::vector<GemmCase> cases = gemm_cases(N, D, F, V);
+  size_t na = 0, nb = 0, nc = 0, nw = 0;
+  for (auto& c : cases) {
+    na = std::max(na, (size_t)(c.g.trans_a ? c.g.K : c.g.M) * c.g.lda);
+    nb = std::max(nb, (size_t)(c.g.trans_b ? c.g.N : c.g.K) * c.g.ldb);
+    nc = std::max(nc, (size_t)c.g.M * c.g.ldc);
+    for (GemmPrecision p : {GemmPrecision::Fp32, GemmPrecision::Tf32, GemmPrecision::Bf16})
+      nw = std::max(nw, cuda::gemm_work_bytes(c.g, cuda::gemm_auto_splits(p, c.g)) / sizeof(float));
+  }
+  Buffer A(na), B(nb), C(nc), work(nw);
+  __nv_bfloat16 *A16 = nullptr, *B16 = nullptr;
+  CUDA_CHECK(cudaMalloc(&A16, na * sizeof(__nv_bfloat16)));
+  CUDA_CHECK(cudaMalloc(&B16, nb * sizeof(__nv_bfloat16)));
+  fill_random(be, A.p, na, 1);
+  fill_random(be, B.p, nb, 2);
+  launch(to_bf16_kernel, 1024, 256, 0, be.stream, A16, A.p, na);
+  launch(to_bf16_kernel, 1024, 256, 0, be.stream, B16, B.p, nb);
+  cublasHandle_t h;
+  CUBLAS_CHECK(cublasCreate(&h));
+  CUBLAS_CHECK(cublasSetStream(h, be.stream));
+
+  std::printf("\nGEMM (N = %d rows: D = %d, F = %d, V = %d); TFLOP/s = 2 M N K / time\n", N, D, F, V);
+  std::printf("%-5s %-18s %6s %6s %6s %4s %9s %9s %9s %9s %7s\n", "prec", "shape", "M", "N", "K", "spl", "ms",
+              "TFLOP/s",
+              "cuBLAS ms", "cuBLAS TF", "ratio");
+  for (GemmPrecision p : {GemmPrecision::Fp32, GemmPrecision::Tf32, GemmPrecision::Bf16}) {
+    if (precisions.find(cuda::gemm_precision_name(p)) == std::string::npos) continue;
+    double ours_total = 0, ref_total = 0;
+    for (auto& c : cases) {
+      const int splits = cuda::gemm_auto_splits(p, c.g);
+      const double flop = 2.0 * c.g.M * c.g.N * (double)c.g.K;
+      const double ms = time_ms(be, [&] { cuda::gemm(be.stream, p, c.g, A.p, B.p, C.p, false, work.p, splits); }, reps);
+      const void* a = p == GemmPrecision::Bf16 ? (const void*)A16 : (const void*)A.p;
+      const void* b = p == GemmPrecision::Bf16 ? (const void*)B16 : (const void*)B.p;
+      const double ref = time_ms(be, [&] { cublas_gemm(h, p, c.g, a, b, C.p); }, reps);
+      ours_total += ms, ref_total += ref;
+      std::printf("%-5s %-18s %6d %6d %6d %4d %9.3f %9.1f %9.3f %9.1f %6.2fx\n", cuda::gemm_precision_name(p),
+                  c.name.c_str(), c.g.M, c.g.N, c.g.K, splits, ms, flop / ms / 1e9, ref, flop / ref / 1e9, ref / ms);
+    }
+    std::printf("%-5s %-18s %35.3f %9s %9.3f %9s %6.2fx   (all shapes)\n", cuda::gemm_precision_name(p), "total",
+                ours_total, "", ref_total, "", ref_total / ours_total);
+  }
+  cublasDestroy(h);
+  cudaFree(A16);
+  cudaFree(B16);
+}
+
+// ---- the other kernels ------------------------------------------------------------
+void row(const char* name, double ms, double bytes, double flop = 0) {
+  if (flop > 0)
+    std::printf("%-34s %9.3f ms %9.1f TFLOP/s\n", name, ms, flop / ms / 1e9);
+  else
+    std::printf("%-34s %9.3f ms %9.1f GB/s\n", name, ms, bytes / ms / 1e6);
+}
+
+void bench_kernels(CudaBackend& be, int B, int T, const ModelConfig& c, size_t n_params, int reps) {
+  const int N = B * T, D = c.dim, F = c.hidden, V = c.vocab, H = c.heads, hs = c.head_dim();
+  const double f4 = 4.0;
+  std::printf("\nkernels (B = %d, T = %d: N = %d rows); GB/s counts each tensor read or written once\n", B, T, N);
+  Buffer x((size_t)N * 3 * D), y((size_t)N * 3 * D), dy((size_t)N * 3 * D), w(D), dw(D), rstd(N);
+  fill_random(be, x.p, (size_t)N * 3 * D, 3);
+  fill_random(be, dy.p, (size_t)N * 3 * D, 4);
+  fill_random(be, w.p, D, 5);
+  row("rmsnorm forward", time_ms(be, [&] { be.rmsnorm_forward(y.p, rstd.p, x.p, w.p, N, D, 1e-5); }, reps),
+      f4 * 2 * N * D);
+  row("rmsnorm backward (dx +=, dw +=)",
+      time_ms(be, [&] { be.rmsnorm_backward(y.p, dw.p, dy.p, x.p, w.p, rstd.p, N, D); }, reps), f4 * 4 * N * D);
+
+  // rope on q and k of qkv
+  std::vector<int> pos(N);
+  for (int i = 0; i < N; i++) pos[i] = i % T;
+  int* d_pos = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_pos, N * sizeof(int)));
+  be.to_device(d_pos, pos.data(), N);
+  Buffer cs((size_t)c.max_seq * hs / 2), sn((size_t)c.max_seq * hs / 2);
+  fill_random(be, cs.p, (size_t)c.max_seq * hs / 2, 6);
+  fill_random(be, sn.p, (size_t)c.max_seq * hs / 2, 7);
+  row("rope forward (q, k of qkv)",
+      time_ms(be, [&] { be.rope_forward(x.p, 3 * D, 2 * H, d_pos, N, hs, cs.p, sn.p); }, reps), f4 * 4 * N * D);
+
+  // attention, causal, one store of T slots per sequence
+  {
+    std::vector<int> qslot(N), qstart(B + 1), order(N), depth(N, 0), valid(N, 1);
+    for (int i = 0; i < N; i++) qslot[i] = i, order[i] = i % T;
+    for (int b = 0; b <= B; b++) qstart[b] = b * T;
+    int *d_qslot, *d_qstart, *d_order, *d_depth, *d_valid;
+    for (auto* p : {&d_qslot, &d_order, &d_depth, &d_valid}) CUDA_CHECK(cudaMalloc(p, N * sizeof(int)));
+    CUDA_CHECK(cudaMalloc(&d_qstart, (B + 1) * sizeof(int)));
+    be.to_device(d_qslot, qslot.data(), N), be.to_device(d_qstart, qstart.data(), B + 1);
+    be.to_device(d_order, order.data(), N), be.to_device(d_depth, depth.data(), N);
+    be.to_device(d_valid, valid.data(), N);
+    const KeyMeta km{d_order, d_depth, d_valid, T, kAnyDepth};
+    const AttnDims d{N, B, T, H, hs, 3 * D};
+    Buffer K((size_t)N * D), Vv((size_t)N * D), out((size_t)N * D), lse((size_t)N * H), dout((size_t)N * D),
+        dq((size_t)N * 3 * D), dK((size_t)N * D), dV((size_t)N * D);
+    fill_random(be, K.p, (size_t)N * D, 8), fill_random(be, Vv.p, (size_t)N * D, 9);
+    fill_random(be, dout.p, (size_t)N * D, 10);
+    const double pairs = (double)B * H * T * (T + 1) / 2;  // visible (query, key) pairs
+    row("attention forward (causal)",
+        time_ms(be, [&] { be.attention_forward(out.p, lse.p, x.p, K.p, Vv.p, d_qslot, d_qstart, km, d); }, reps), 0,
+        4.0 * hs * pairs);
+    be.memset_zero(dK.p, (size_t)N * D * 4), be.memset_zero(dV.p, (size_t)N * D * 4);
+    row("attention backward (2.5x fwd FLOPs)",
+        time_ms(be,
+                [&] {
+                  be.attention_backward(dq.p, dK.p, dV.p, dout.p, out.p, lse.p, x.p, K.p, Vv.p, d_qslot, d_qstart, km,
+                                        d);
+                },
+                reps),
+        0, 10.0 * hs * pairs);
+    for (auto* p : {d_qslot, d_qstart, d_order, d_depth, d_valid}) cudaFree(p);
+  }
+  {
+    Buffer gu((size_t)N * 2 * F), act((size_t)N * F), dgu((size_t)N * 2 * F);
+    fill_random(be, gu.p, (size_t)N * 2 * F, 11);
+    row("swiglu forward", time_ms(be, [&] { be.swiglu_forward(act.p, gu.p, N, F); }, reps), f4 * 3 * N * F);
+    row("swiglu backward", time_ms(be, [&] { be.swiglu_backward(dgu.p, act.p, gu.p, N, F); }, reps), f4 * 5 * N * F);
+  }
+  {
+    Buffer z((size_t)N * V), dz((size_t)N * V), l(N), lp(N), g(N);
+    fill_random(be, z.p, (size_t)N * V, 12, 8.0f);
+    fill_random(be, g.p, N, 13);
+    std::vector<int> tg(N);
+    Rng r(1);
+    for (auto& t : tg) t = (int)r.below(V);
+    int* d_y = nullptr;
+    CUDA_CHECK(cudaMalloc(&d_y, N * sizeof(int)));
+    be.to_device(d_y, tg.data(), N);
+    row("cross-entropy forward (lse, logp)",
+        time_ms(be, [&] { be.logsoftmax_target_forward(l.p, lp.p, z.p, d_y, N, V, V); }, reps), f4 * N * V);
+    row("cross-entropy backward (dlogits)",
+        time_ms(be, [&] { be.logsoftmax_target_backward(dz.p, z.p, l.p, d_y, g.p, nullptr, N, V, V); }, reps),
+        f4 * 2 * N * V);
+    row("softmax forward", time_ms(be, [&] { be.softmax_forward(dz.p, z.p, N, V); }, reps), f4 * 2 * N * V);
+    row("softmax backward", time_ms(be, [&] { be.softmax_backward(z.p, dz.p, dz.p, N, V); }, reps), f4 * 3 * N * V);
+    // embedding: token rows of a (V, D) table
+    Buffer table((size_t)V * D), e((size_t)N * D);
+    fill_random(be, table.p, (size_t)V * D, 16);
+    row("embedding forward", time_ms(be, [&] { be.embedding_forward(e.p, d_y, table.p, N, D, 1.0f); }, reps),
+        f4 * 2 * N * D);
+    row("embedding backward (atomic runs)",
+        time_ms(be, [&] { be.embedding_backward(table.p, d_y, e.p, N, D, 1.0f); }, reps), f4 * 3 * N * D);
+    cudaFree(d_y);
+  }
+  {
+    Buffer p(n_params), g(n_params), m(n_params), v(n_params);
+    fill_random(be, p.p, n_params, 14), fill_random(be, g.p, n_params, 15);
+    be.memset_zero(m.p, n_params * 4), be.memset_zero(v.p, n_params * 4);
+    AdamWHyper h;
+    row("adamw step (norm + clip + update)",
+        time_ms(be, [&] { be.adamw_step(p.p, g.p, m.p, v.p, n_params, n_params / 2, h, 1.0); }, reps),
+        f4 * 8 * n_params);
+  }
+  cudaFree(d_pos);
+}
+
+// ---- whole training steps ------------------------------------------------------------
+void bench_steps(CudaBackend& be, const std::string& methods, int B, int T, int steps, double peak) {
+  std::printf("\nwhole training steps (70m, B = %d, T = %d, forward + backward + AdamW; MFU vs %.0f TFLOP/s)\n", B, T,
+              peak);
+  std::printf("%-10s %-5s %10s %10s %9s %7s %8s\n", "method", "gemm", "ms/step", "tok/s", "TFLOP/s", "MFU", "passes");
+  size_t start = 0;
+  while (start <= methods.size()) {
+    size_t end = methods.find(',', start);
+    if (end == std::string::npos) end = methods.size();
+    const std::string name = methods.substr(start, end - start);
+    start = end + 1;
+    if (name.empty()) continue;
+    MethodOptions mo;
+    auto meth = make_method<CudaBackend>(name, mo);
+    auto model = make_model(be, preset_config("70m"), *meth);
+    model->init_params(1);
+    const size_t n = model->num_params();
+    Buffer m(n), v(n);
+    be.memset_zero(m.p, n * 4), be.memset_zero(v.p, n * 4);
+    Rng rng(2);
+    Batch b;
+    b.B = B, b.T = T;
+    for (int i = 0; i < B * T; i++) b.inputs.push_back((int)rng.below(model->cfg.vocab));
+    for (int i = 0; i < B * T; i++) b.targets.push_back((int)rng.below(model->cfg.vocab));
+    double flops = 0, secs = 0, passes = 0;
+    for (int it = 0; it < steps + 2; it++) {
+      be.sync();
+      const auto t0 = std::chrono::steady_clock::now();
+      meth->set_step(it + 1000, 10000);
+      model->arena.reset();
+      model->zero_grads();
+      meth->forward(*model, b, true);
+      meth->backward(*model, 1.0);
+      AdamWHyper h;
+      h.step = it + 1;
+      be.adamw_step(model->params.data(), model->grads.data(), m.p, v.p, n, model->layout.decay_count(), h, 1.0);
+      const StepStats st = meth->stats(*model);
+      const double gn = be.last_grad_norm();  // as the trainer does: one value back per step
+      (void)gn;
+      be.sync();
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (it >= 2) {
+        secs += dt, flops += st.train_flops;
+        for (auto& kv : st.halting)
+          if (kv.first == "passes") passes += kv.second;
+      }
+    }
+    const double tok_s = (double)B * T * steps / secs, tflops = flops / secs / 1e12;
+    std::printf("%-10s %-5s %10.1f %10.0f %9.1f %6.1f%% %8.2f\n", name.c_str(), cuda::gemm_precision_name(be.gemm()),
+                secs / steps * 1e3, tok_s, tflops, 100 * tflops / peak, passes / steps);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    int batch = 16, seq = 1024, steps = 5, reps = 10;
+    double peak = 989;
+    std::string methods = "standard,adaponder", gemms = "fp32,tf32,bf16", parts = "gemm,kernels,steps";
+    Flags f("bench_gpu", "GPU kernel and training-step throughput on the 70m shapes, with cuBLAS as the yardstick.");
+    f.add("--batch", &batch, "sequences per step (B)");
+    f.add("--seq", &seq, "sequence length (T)");
+    f.add("--steps", &steps, "timed training steps per method (after 2 warm-up steps)");
+    f.add("--reps", &reps, "timed repetitions per kernel (after 1 warm-up)");
+    f.add("--methods", &methods, "comma-separated methods for the whole-step benchmark");
+    f.add("--gemms", &gemms, "GEMM precisions to benchmark: fp32, tf32, bf16 (the steps use ADA_GEMM, default bf16)");
+    f.add("--parts", &parts, "what to run: gemm, kernels, steps");
+    f.add("--peak", &peak, "dense bf16 peak of the GPU in TFLOP/s, for MFU");
+    if (!f.parse(argc, argv)) return 0;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0)
+      fail(std::string("no usable CUDA GPU: ") + (e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device found"));
+    CUDA_CHECK(cudaSetDevice(0));
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    std::printf("gpu %s, sm_%d%d, %d SMs, %.0f GiB; driver %d, runtime %d\n", prop.name, prop.major, prop.minor,
+                prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, driver, runtime);
+    const ModelConfig c = preset_config("70m");
+    CudaBackend be;
+    if (parts.find("gemm") != std::string::npos) bench_gemms(be, batch * seq, c.dim, c.hidden, c.vocab, reps, gemms);
+    if (parts.find("kernels") != std::string::npos) bench_kernels(be, batch, seq, c, (size_t)c.num_params(), reps);
+    if (parts.find("steps") != std::string::npos) bench_steps(be, methods, batch, seq, steps, peak);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,166 @@
+// Non-template members of CudaBackend (cuda_backend.h): memory, the staging
+// ring, the GEMM dispatch of the four matmul ops, reductions and AdamW.
+#include "cuda_backend.h"
+
+#include <cmath>
+#include <cstdlib>
+
+namespace ada {
+
+namespace {
+cuda::GemmPrecision precision_from_env() {
+  const char* e = std::getenv("ADA_GEMM");
+  return e && *e ? cuda::parse_gemm_precision(e) : cuda::GemmPrecision::Bf16;
+}
+}  // namespace
+
+CudaBackend::CudaBackend() : gemm_(precision_from_env()) { init(); }
+CudaBackend::CudaBackend(cuda::GemmPrecision gemm) : gemm_(gemm) { init(); }
+
+void CudaBackend::init() {
+  CUDA_CHECK(cudaStreamCreate(&stream));
+  CUDA_CHECK(cudaMalloc(&d_scalars_, 2 * sizeof(double)));
+  CUDA_CHECK(cudaMemsetAsync(d_scalars_, 0, 2 * sizeof(double), stream));
+  CUDA_CHECK(cudaMallocHost(&staging_, 2 * kStagingHalf));
+  for (auto& e : half_done_) CUDA_CHECK(cudaEventCreate(&e));
+}
+
+CudaBackend::~CudaBackend() {
+  // No throwing from a destructor: errors here are ignored.
+  cudaStreamSynchronize(stream);
+  for (auto& e : half_done_) cudaEventDestroy(e);
+  cudaFreeHost(staging_);
+  cudaFree(work_);
+  cudaFree(d_scalars_);
+  cudaStreamDestroy(stream);
+}
+
+// ---- memory ------------------------------------------------------------------
+void* CudaBackend::raw_alloc(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+  if (e != cudaSuccess)
+    fail("out of GPU memory allocating " + std::to_string(bytes) + " bytes (" + cudaGetErrorString(e) + ")");
+  return p;
+}
+
+void CudaBackend::raw_free(void* p) {
+  // Kernels queued on the stream may still use the memory (the arena frees
+  // its blocks when it merges them at a reset): wait for them first. Frees
+  // happen only while the arena grows, in the first steps.
+  cudaStreamSynchronize(stream);
+  cudaFree(p);
+}
+
+void CudaBackend::memset_zero(void* p, size_t bytes) {
+  if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream));
+}
+
+void CudaBackend::sync() { CUDA_CHECK(cudaStreamSynchronize(stream)); }
+
+void* CudaBackend::stage_upload(size_t bytes) {
+  const size_t need = (bytes + 255) & ~size_t(255);
+  if (half_used_ + need > kStagingHalf) {  // switch halves
+    CUDA_CHECK(cudaEventRecord(half_done_[half_], stream));
+    half_pending_[half_] = true;
+    half_ ^= 1;
+    if (half_pending_[half_]) CUDA_CHECK(cudaEventSynchronize(half_done_[half_]));
+    half_pending_[half_] = false;
+    half_used_ = 0;
+  }
+  void* p = staging_ + half_ * kStagingHalf + half_used_;
+  half_used_ += need;
+  return p;
+}
+
+void CudaBackend::upload(void* dst, const void* staged, size_t bytes) {
+  if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream));
+}
+
+void CudaBackend::download(void* dst, const void* src, size_t bytes) const {
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void CudaBackend::copy_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+}
+
+void* CudaBackend::workspace(size_t bytes) {
+  if (bytes > work_bytes_) {
+    if (work_) raw_free(work_);  // waits for the kernels that used it
+    work_bytes_ = bytes + bytes / 4;
+    work_ = raw_alloc(work_bytes_);
+  }
+  return work_;
+}
+
+// ---- matrix products -------------------------------------------------------------
+void CudaBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B,
+                       int ldb, float* C, int ldc, bool accumulate) {
+  cuda::GemmShape g;
+  g.trans_a = trans_a, g.trans_b = trans_b, g.M = M, g.N = N, g.K = K, g.lda = lda, g.ldb = ldb, g.ldc = ldc;
+  const int splits = cuda::gemm_auto_splits(gemm_, g);
+  void* work = splits > 1 ? workspace(cuda::gemm_work_bytes(g, splits)) : nullptr;
+  cuda::gemm(stream, gemm_, g, A, B, C, accumulate, work, splits);
+}
+
+void CudaBackend::matmul_forward(float* y, const float* x, const float* W, int N, int I, int O, bool accumulate) {
+  gemm(false, true, N, O, I, x, I, W, I, y, O, accumulate);  // y = x W^T
+}
+
+void CudaBackend::matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W, int N, int I,
+                                  int O, bool accumulate_dx) {
+  if (N == 0) return;
+  if (dx) gemm(false, false, N, I, O, dy, O, W, I, dx, I, accumulate_dx);  // dx = dy W
+  gemm(true, false, O, I, N, dy, O, x, I, dW, I, true);                     // dW += dy^T x
+}
+
+void CudaBackend::matmul_nn_forward(float* y, const float* x, const float* W, int N, int I, int O, bool accumulate) {
+  gemm(false, false, N, O, I, x, I, W, O, y, O, accumulate);  // y = x W
+}
+
+void CudaBackend::matmul_nn_backward(float* dx, float* dW, const float* dy, const float* x, const float* W, int N,
+                                     int I, int O, bool accumulate_dx) {
+  if (N == 0) return;
+  if (dx) gemm(false, true, N, I, O, dy, O, W, O, dx, I, accumulate_dx);  // dx = dy W^T
+  gemm(true, false, I, O, N, x, I, dy, O, dW, O, true);                    // dW += x^T dy
+}
+
+// ---- reductions and the optimizer ------------------------------------------------------
+double CudaBackend::sum(const float* x, size_t n) {
+  cuda::reduce_sum(stream, d_scalars_ + 1, x, n, false, workspace(cuda::reduce_work_bytes(n)));
+  double r = 0;
+  download(&r, d_scalars_ + 1, sizeof r);
+  return r;
+}
+
+double CudaBackend::sum_squares(const float* x, size_t n) {
+  cuda::reduce_sum(stream, d_scalars_ + 1, x, n, true, workspace(cuda::reduce_work_bytes(n)));
+  double r = 0;
+  download(&r, d_scalars_ + 1, sizeof r);
+  return r;
+}
+
+void CudaBackend::adamw_step(float* p, const float* g, float* m, float* v, size_t n, size_t n_decay,
+                             const AdamWHyper& h, double clip) {
+  cuda::reduce_sum(stream, d_scalars_, g, n, true, workspace(cuda::reduce_work_bytes(n)));
+  cuda::AdamWArgs a;
+  a.lr = static_cast<float>(h.lr);
+  a.beta1 = static_cast<float>(h.beta1);
+  a.beta2 = static_cast<float>(h.beta2);
+  a.eps = static_cast<float>(h.eps);
+  a.weight_decay = static_cast<float>(h.weight_decay);
+  a.c1 = static_cast<float>(1.0 / (1.0 - std::pow(h.beta1, static_cast<double>(h.step))));
+  a.c2 = static_cast<float>(1.0 / (1.0 - std::pow(h.beta2, static_cast<double>(h.step))));
+  a.clip = clip;
+  cuda::adamw(stream, p, g, m, v, n, n_decay, a, d_scalars_);
+}
+
+double CudaBackend::last_grad_norm() const {
+  double ss = 0;
+  download(&ss, d_scalars_, sizeof ss);
+  return std::sqrt(ss);
+}
+
+}  // namespace ada
