@@ -339,6 +339,33 @@ TEST(Eval, HaltingStatistics) {
   EXPECT_EQ(r.pass_histogram(), (std::map<long long, long long>{{1, 1}, {2, 1}, {3, 1}, {4, 2}}));
 }
 
+// A checkpoint loads with behaviour-only overrides of its method options
+// (adaponder's masked mode gives the same losses as compaction), while an
+// override that changes the parameters is refused.
+TEST(Eval, MethodOverridesChangeBehaviourNotParameters) {
+  ScopedThreads threads(1);
+  const std::string dir = scratch_dir("overrides");
+  Dataset d = toy_data();
+  {
+    CpuBackend<float> be;
+    Trainer<CpuBackend<float>> tr(be, toy_options(dir, "adaponder", 12));
+    tr.run(d, false);
+  }
+  CpuBackend<float> be;
+  auto plain = load_checkpoint_model(be, dir);
+  auto masked = load_checkpoint_model(be, dir, "compaction=0,tau=0.3");
+  auto compact = load_checkpoint_model(be, dir, "tau=0.3");
+  ByteTokenizer tok;
+  const EvalReport a = evaluate_model(*compact.model, *compact.method, *d.val, &tok, 2, 16, 2);
+  const EvalReport b = evaluate_model(*masked.model, *masked.method, *d.val, &tok, 2, 16, 2);
+  EXPECT_NEAR(a.loss(), b.loss(), 1e-5);
+  EXPECT_EQ(a.passes, b.passes);
+  EXPECT_EQ(masked.meta.method_opts.ada.compaction, false);
+  EXPECT_EQ(plain.meta.method_opts.ada.compaction, true);
+  expect_error([&] { load_checkpoint_model(be, dir, "ponder-steps=3"); }, {"ponder"});
+  expect_error([&] { load_checkpoint_model(be, dir, "no-such-flag=1"); }, {"unknown flag --no-such-flag"});
+}
+
 // ---- generation ------------------------------------------------------------------
 
 TEST(Generate, Utf8StreamHoldsBackSplitCharacters) {

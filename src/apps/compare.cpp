@@ -45,20 +45,16 @@ TrainOptions options_for(const TrainOptions& base, const std::string& spec, doub
   auto parts = split(spec, ':');
   check(!parts.empty(), "empty method spec in --methods");
   o.method = parts[0];
-  std::vector<std::string> args = {"compare"};
+  std::string overrides;
   for (size_t i = 1; i < parts.size(); i++) {
     std::string a = parts[i];
     if (a == "policy-passes=auto") {
       check(auto_passes > 0, "policy-passes=auto needs a learned adaponder run earlier in --methods");
       a = "policy-passes=" + std::to_string(auto_passes);
     }
-    args.push_back("--" + a);
+    overrides += a + ",";
   }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  Flags f("compare", "");
-  add_method_flags(f, o.method_opts);
-  f.parse((int)argv.size(), argv.data());
+  apply_method_overrides(o.method_opts, overrides);
   return o;
 }
 

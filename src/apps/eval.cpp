@@ -24,7 +24,7 @@ using namespace ada;
 namespace {
 
 struct EvalOptions {
-  std::string ckpt, data, split = "val", tokenizer, json;
+  std::string ckpt, data, split = "val", tokenizer, json, overrides;
   int batch = 16, seq = 128, batches = 8, threads = 0;
   double val_fraction = 0.1;
 };
@@ -63,6 +63,8 @@ int main(int argc, char** argv) {
     flags.add("--seq", &o.seq, "tokens per sequence (default: the checkpoint's)");
     flags.add("--batches", &o.batches, "batches: the trainer's evenly spaced windows; 0 = every token once (default: the checkpoint's --eval-batches)");
     flags.add("--json", &o.json, "also write the report as JSON to this file");
+    flags.add("--method-overrides", &o.overrides,
+              "change the method's behaviour, not its parameters, e.g. tau=1e-3,compaction=0 (method flags without --)");
     flags.add("--threads", &o.threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)");
     if (!flags.parse(argc, argv)) return 0;
     check(flags.positional().empty(), "unexpected argument '" + (flags.positional().empty() ? std::string() : flags.positional()[0]) + "'");
@@ -71,7 +73,7 @@ int main(int argc, char** argv) {
     if (o.threads > 0) omp_set_num_threads(o.threads);
 
     CpuBackend<float> be;
-    auto ck = load_checkpoint_model(be, o.ckpt);
+    auto ck = load_checkpoint_model(be, o.ckpt, o.overrides);
     // Unset flags take the checkpoint's training options.
     std::vector<std::pair<std::string, std::string>> saved;
     if (std::filesystem::exists(ck.dir + "/state.safetensors")) saved = read_train_options(ck.dir);
@@ -128,6 +130,8 @@ int main(int argc, char** argv) {
     std::printf("bits/byte   %.4f (%.0f bytes of text)\n", r.bits_per_byte(), r.bytes);
     std::printf("FLOPs/token %s forward (%.2fx a standard forward at seq %d)\n", format_count(r.flops_per_token()).c_str(),
                 r.flops_per_token() / plain, o.seq);
+    std::printf("speed       %.0f tokens/s forward (%.3f s in the method's forward and statistics)\n",
+                r.tokens / r.forward_seconds, r.forward_seconds);
     std::printf("halting    ");
     for (auto& kv : r.halting) std::printf(" %s %.4g", kv.first.c_str(), kv.second);
     std::printf("\npasses      mean %.4f; histogram (passes: tokens)", r.mean_passes());
@@ -146,6 +150,7 @@ int main(int argc, char** argv) {
                       ", \"loss\": " + num(r.loss()) + ", \"perplexity\": " + num(r.perplexity()) +
                       ", \"bits_per_byte\": " + num(r.bits_per_byte()) + ", \"bytes\": " + num(r.bytes) +
                       ", \"fwd_flops_per_token\": " + num(r.flops_per_token()) +
+                      ", \"tokens_per_second\": " + num(r.tokens / r.forward_seconds) +
                       ", \"standard_fwd_flops_per_token\": " + num(plain) + ", \"halting\": {";
       for (size_t i = 0; i < r.halting.size(); i++)
         j += (i ? ", " : "") + json_quote(r.halting[i].first) + ": " + num(r.halting[i].second);

@@ -17,7 +17,7 @@ using namespace ada;
 
 int main(int argc, char** argv) {
   try {
-    std::string ckpt, prompt, tokenizer;
+    std::string ckpt, prompt, tokenizer, overrides;
     GenerateOptions g;
     long long seed = 1;
     int threads = 0;
@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
     flags.add("--tokenizer", &tokenizer, "tokenizer (default: the checkpoint's)");
     flags.add("--stats", &stats, "print tokens/s, passes and FLOPs per token at the end");
     flags.add("--threads", &threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)");
+    flags.add("--method-overrides", &overrides, "change the method's behaviour, e.g. tau=1e-3 (method flags without --)");
     if (!flags.parse(argc, argv)) return 0;
     check(flags.positional().empty(), "unexpected argument '" + (flags.positional().empty() ? std::string() : flags.positional()[0]) + "' (the prompt goes after --prompt)");
     check(!ckpt.empty(), "--ckpt is required (a run's output directory or a ckpt_<step> directory)");
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
     g.seed = (uint64_t)seed;
 
     CpuBackend<float> be;
-    auto ck = load_checkpoint_model(be, ckpt);
+    auto ck = load_checkpoint_model(be, ckpt, overrides);
     auto tok = load_tokenizer(tokenizer.empty() ? ck.meta.tokenizer : tokenizer);
     prompt_tokens(prompt, *tok, g.max_tokens, ck.meta.cfg.max_seq);  // bad prompts fail before any output
     std::fputs(prompt.c_str(), stdout);

@@ -44,6 +44,30 @@ inline void add_method_flags(Flags& f, MethodOptions& o) {
   f.add("--cyb-visibility", &o.cyb.visibility, "cyb: later tokens see earlier pauses (all) or not (own)");
 }
 
+// Applies "flag=value,flag=value" (method flags without their dashes, e.g.
+// "tau=1e-3,compaction=0") to method options: how eval and compare change a
+// method's behaviour without changing its parameters.
+inline void apply_method_overrides(MethodOptions& o, const std::string& spec, char sep = ',') {
+  std::vector<std::string> args = {"overrides"};
+  std::string cur;
+  for (char c : spec + sep) {
+    if (c == sep) {
+      if (!cur.empty()) args.push_back("--" + cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  for (size_t i = 1; i < args.size(); i++)
+    check(args[i].find('=') != std::string::npos, "method override '" + args[i].substr(2) + "' needs the form flag=value");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  Flags f("method options", "");
+  add_method_flags(f, o);
+  f.parse((int)argv.size(), argv.data());
+  check(f.positional().empty(), "bad method override '" + spec + "'");
+}
+
 inline std::vector<std::string> method_names() { return {"standard", "looped", "ponder", "pause", "adaponder", "cyb"}; }
 
 template <class Bk>

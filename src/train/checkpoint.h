@@ -137,14 +137,16 @@ struct CheckpointModel {
 };
 
 template <class Bk>
-CheckpointModel<Bk> load_checkpoint_model(Bk& be, const std::string& path) {
+CheckpointModel<Bk> load_checkpoint_model(Bk& be, const std::string& path, const std::string& method_overrides = "") {
   CheckpointModel<Bk> r;
   r.dir = resolve_checkpoint(path);
   SafetensorsFile f(r.dir + "/model.safetensors", "checkpoint");
-  r.meta = read_model_meta(f);
+  const ModelMeta saved = read_model_meta(f);
+  r.meta = saved;  // the overrides change behaviour only; the parameters must still match `saved`
+  if (!method_overrides.empty()) apply_method_overrides(r.meta.method_opts, method_overrides);
   r.method = make_method<Bk>(r.meta.method, r.meta.method_opts);
   r.model = make_model(be, r.meta.cfg, *r.method);
-  load_params(*r.model, r.meta, f);
+  load_params(*r.model, saved, f);
   return r;
 }
 

@@ -12,6 +12,7 @@
 // so the loss equals the logged val_loss for the same B, T, batches) or
 // every position of the stream once (batches == 0).
 #pragma once
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <string>
@@ -27,6 +28,7 @@ namespace ada {
 
 struct EvalReport {
   double tokens = 0, nll_sum = 0, bytes = 0, fwd_flops = 0;
+  double forward_seconds = 0;  // wall time of the method's forward and statistics (inference speed)
   std::vector<std::pair<std::string, double>> halting;  // token-weighted means of StepStats::halting
   std::vector<double> passes, nll;                      // per evaluated token
 
@@ -105,8 +107,10 @@ EvalReport evaluate_model(Model<Bk>& model, Method<Bk>& method, const TokenSourc
     model.arena.reset();
     const Batch b = batches > 0 ? eval_batch(src, B, T, (int)i, batches)
                                 : contiguous_batch(src, T, (size_t)i * B, (int)std::min<size_t>(B, windows - (size_t)i * B));
+    const auto t0 = std::chrono::steady_clock::now();
     method.forward(model, b, false);
     const StepStats s = method.stats(model);
+    r.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     method.per_token(model, nll, passes);
     r.fwd_flops += s.fwd_flops;
     for (size_t k = 0; k < s.halting.size(); k++) {
