@@ -134,6 +134,15 @@ TEST(GradCheckOps, AttentionCausal) {
   attention_case(2, 5, 2, 4, slots, order, depth, valid, kAnyDepth);
 }
 
+TEST(GradCheckOps, AttentionCausalAcrossQueryBlocks) {
+  // 150 queries in one sequence: three query blocks (kQueryBlock = 64) with
+  // different key prefixes.
+  const int T = 150;
+  std::vector<int> slots, order, depth(T, 0), valid(T, 1);
+  for (int i = 0; i < T; i++) slots.push_back(i), order.push_back(i);
+  attention_case(1, T, 1, 2, slots, order, depth, valid, kAnyDepth);
+}
+
 TEST(GradCheckOps, AttentionCompactedQueriesSeeAllKeys) {
   // Only some rows are queries (active tokens), but every valid slot is a key
   // (halted tokens' reused keys): AdaPonderLM's pass.

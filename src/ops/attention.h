@@ -17,8 +17,10 @@
 //   dQ_i  = scale * sum_j dS_ij k_j          (set)
 //   dK_j += scale * sum_i dS_ij q_i          (accumulates: keys are shared by passes)
 // The (b, h) pairs are independent: OpenMP runs them in parallel and each
-// writes only its own rows/columns of dQ, dK, dV.
+// writes only its own rows/columns of dQ, dK, dV. Within a pair, queries go in
+// blocks (kQueryBlock) that each stop at the last key the block can see.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -34,13 +36,18 @@ namespace ada {
 namespace detail {
 // Number of leading slots of sequence b whose order is <= the largest query
 // order of that sequence: every visible key lies in this prefix.
-inline int key_prefix(const KeyMeta& km, const int* qslot, int q0, int q1, int b) {
+inline int key_prefix(const KeyMeta& km, const int* qslot, int q0, int q1, int b) {  // rows [q0, q1)
   const int last_order = km.order[qslot[q1 - 1]];
   int kend = km.S;
   while (kend > 0 && km.order[b * km.S + kend - 1] > last_order) kend--;
   return kend;
 }
 }  // namespace detail
+
+// Queries are processed in blocks of kQueryBlock rows: a block only needs the
+// keys up to its last query's order, so causal attention computes about half
+// the score matrix instead of all of it.
+constexpr int kQueryBlock = 64;
 
 template <class T>
 void attention_forward(T* out, T* lse, const T* q, const T* K, const T* V, const int* qslot, const int* qstart,
@@ -52,30 +59,34 @@ void attention_forward(T* out, T* lse, const T* q, const T* K, const T* V, const
 #pragma omp parallel for schedule(dynamic) collapse(2) if (work > 8 * kParallelWork)
   for (int b = 0; b < d.B; b++)
     for (int h = 0; h < d.H; h++) {
-      const int q0 = qstart[b], q1 = qstart[b + 1], nq = q1 - q0;
-      if (nq == 0) continue;
-      const int kend = detail::key_prefix(km, qslot, q0, q1, b);
-      auto Q = cmat(q + (size_t)q0 * d.ldq + h * d.hs, nq, d.hs, d.ldq);
-      auto Kh = cmat(K + (size_t)b * d.S * D + h * d.hs, kend, d.hs, D);
-      auto Vh = cmat(V + (size_t)b * d.S * D + h * d.hs, kend, d.hs, D);
-      RowMat<T> P = (Q * Kh.transpose()) * scale;  // (nq, kend) scores, then probabilities
-      for (int i = 0; i < nq; i++) {
-        const int qs = qslot[q0 + i];
-        T mx = neg_inf;
-        for (int j = 0; j < kend; j++) {
-          if (!km.visible(qs, b * d.S + j)) P(i, j) = neg_inf;
-          mx = P(i, j) > mx ? P(i, j) : mx;
+      RowMat<T> P;
+      for (int r0 = qstart[b]; r0 < qstart[b + 1]; r0 += kQueryBlock) {
+        const int r1 = std::min(r0 + kQueryBlock, qstart[b + 1]), nq = r1 - r0;
+        const int kend = detail::key_prefix(km, qslot, r0, r1, b);
+        auto Q = cmat(q + (size_t)r0 * d.ldq + h * d.hs, nq, d.hs, d.ldq);
+        auto Kh = cmat(K + (size_t)b * d.S * D + h * d.hs, kend, d.hs, D);
+        auto Vh = cmat(V + (size_t)b * d.S * D + h * d.hs, kend, d.hs, D);
+        P.resize(nq, kend);
+        P.noalias() = scale * (Q * Kh.transpose());  // scores, then probabilities (nq, kend)
+        for (int i = 0; i < nq; i++) {
+          const int qs = qslot[r0 + i];
+          T mx = neg_inf;
+          for (int j = 0; j < kend; j++) {
+            if (!km.visible(qs, b * d.S + j)) P(i, j) = neg_inf;
+            mx = P(i, j) > mx ? P(i, j) : mx;
+          }
+          T sum = 0;
+          for (int j = 0; j < kend; j++) {
+            const T e = P(i, j) == neg_inf ? T(0) : exp_t(P(i, j) - mx);
+            P(i, j) = e;
+            sum += e;
+          }
+          const T inv = T(1) / sum;
+          for (int j = 0; j < kend; j++) P(i, j) *= inv;
+          lse[(size_t)(r0 + i) * d.H + h] = mx + std::log(sum);
         }
-        T sum = 0;
-        for (int j = 0; j < kend; j++) {
-          const T e = P(i, j) == neg_inf ? T(0) : exp_t(P(i, j) - mx);
-          P(i, j) = e;
-          sum += e;
-        }
-        for (int j = 0; j < kend; j++) P(i, j) /= sum;
-        lse[(size_t)(q0 + i) * d.H + h] = mx + std::log(sum);
+        mat(out + (size_t)r0 * D + h * d.hs, nq, d.hs, D).noalias() = P * Vh;
       }
-      mat(out + (size_t)q0 * D + h * d.hs, nq, d.hs, D).noalias() = P * Vh;
     }
 }
 
@@ -88,30 +99,34 @@ void attention_backward(T* dq, T* dK, T* dV, const T* dout, const T* out, const 
 #pragma omp parallel for schedule(dynamic) collapse(2) if (work > 8 * kParallelWork)
   for (int b = 0; b < d.B; b++)
     for (int h = 0; h < d.H; h++) {
-      const int q0 = qstart[b], q1 = qstart[b + 1], nq = q1 - q0;
-      if (nq == 0) continue;
-      const int kend = detail::key_prefix(km, qslot, q0, q1, b);
-      const size_t koff = (size_t)b * d.S * D + h * d.hs;
-      auto Q = cmat(q + (size_t)q0 * d.ldq + h * d.hs, nq, d.hs, d.ldq);
-      auto Kh = cmat(K + koff, kend, d.hs, D);
-      auto Vh = cmat(V + koff, kend, d.hs, D);
-      auto dO = cmat(dout + (size_t)q0 * D + h * d.hs, nq, d.hs, D);
-      auto O = cmat(out + (size_t)q0 * D + h * d.hs, nq, d.hs, D);
-      // recompute P from the saved log-sum-exp
-      RowMat<T> P = (Q * Kh.transpose()) * scale;
-      for (int i = 0; i < nq; i++) {
-        const int qs = qslot[q0 + i];
-        const T l = lse[(size_t)(q0 + i) * d.H + h];
-        for (int j = 0; j < kend; j++) P(i, j) = km.visible(qs, b * d.S + j) ? exp_t(P(i, j) - l) : T(0);
+      RowMat<T> P, dS;
+      for (int r0 = qstart[b]; r0 < qstart[b + 1]; r0 += kQueryBlock) {
+        const int r1 = std::min(r0 + kQueryBlock, qstart[b + 1]), nq = r1 - r0;
+        const int kend = detail::key_prefix(km, qslot, r0, r1, b);
+        const size_t koff = (size_t)b * d.S * D + h * d.hs;
+        auto Q = cmat(q + (size_t)r0 * d.ldq + h * d.hs, nq, d.hs, d.ldq);
+        auto Kh = cmat(K + koff, kend, d.hs, D);
+        auto Vh = cmat(V + koff, kend, d.hs, D);
+        auto dO = cmat(dout + (size_t)r0 * D + h * d.hs, nq, d.hs, D);
+        auto O = cmat(out + (size_t)r0 * D + h * d.hs, nq, d.hs, D);
+        // recompute P from the saved log-sum-exp
+        P.resize(nq, kend);
+        P.noalias() = scale * (Q * Kh.transpose());
+        for (int i = 0; i < nq; i++) {
+          const int qs = qslot[r0 + i];
+          const T l = lse[(size_t)(r0 + i) * d.H + h];
+          for (int j = 0; j < kend; j++) P(i, j) = km.visible(qs, b * d.S + j) ? exp_t(P(i, j) - l) : T(0);
+        }
+        mat(dV + koff, kend, d.hs, D).noalias() += P.transpose() * dO;
+        dS.resize(nq, kend);
+        dS.noalias() = dO * Vh.transpose();  // dP (nq, kend)
+        for (int i = 0; i < nq; i++) {
+          const T Di = dO.row(i).dot(O.row(i));
+          for (int j = 0; j < kend; j++) dS(i, j) = P(i, j) * (dS(i, j) - Di);
+        }
+        mat(dq + (size_t)r0 * d.ldq + h * d.hs, nq, d.hs, d.ldq).noalias() = scale * (dS * Kh);
+        mat(dK + koff, kend, d.hs, D).noalias() += scale * (dS.transpose() * Q);
       }
-      mat(dV + koff, kend, d.hs, D).noalias() += P.transpose() * dO;
-      RowMat<T> dS = dO * Vh.transpose();  // dP (nq, kend)
-      for (int i = 0; i < nq; i++) {
-        const T Di = dO.row(i).dot(O.row(i));
-        for (int j = 0; j < kend; j++) dS(i, j) = P(i, j) * (dS(i, j) - Di);
-      }
-      mat(dq + (size_t)q0 * d.ldq + h * d.hs, nq, d.hs, d.ldq).noalias() = (dS * Kh) * scale;
-      mat(dK + koff, kend, d.hs, D).noalias() += (dS.transpose() * Q) * scale;
     }
 }
 
