@@ -8,6 +8,7 @@
 #include "methods/method.h"
 #include "methods/adaponder.h"
 #include "methods/cyb.h"
+#include "methods/latent_cot.h"
 #include "methods/looped.h"
 #include "methods/pause.h"
 #include "methods/ponder.h"
@@ -22,6 +23,7 @@ struct MethodOptions {
   int pauses = 3;        // pause: pause tokens after every real token
   AdaPonderOptions ada;  // adaponder (ada.K is taken from ponder_steps)
   CybOptions cyb;        // cyb (cyb.pauses is taken from pauses)
+  LatentCotOptions latent;  // latent_cot
 };
 
 inline void add_method_flags(Flags& f, MethodOptions& o) {
@@ -42,6 +44,12 @@ inline void add_method_flags(Flags& f, MethodOptions& o) {
   f.add("--cyb-gamma", &o.cyb.gamma0, "cyb: per-step discount gamma_i = gamma^(i-1)");
   f.add("--cyb-deadline", &o.cyb.deadline, "cyb: world deadline distribution omega: last | uniform");
   f.add("--cyb-visibility", &o.cyb.visibility, "cyb: later tokens see earlier pauses (all) or not (own)");
+  f.add("--latent-steps", &o.latent.K, "latent_cot: latent steps K (K+1 cells per token at most)");
+  f.add("--reach-tau", &o.latent.tau, "latent_cot: a cell runs only if its reach probability is >= tau");
+  f.add("--latent-lambda", &o.latent.lambda, "latent_cot: weight of the correctness-aware halting loss");
+  f.add("--latent-beta", &o.latent.beta, "latent_cot: sharpness beta of that loss");
+  f.add("--router-hidden", &o.latent.router_hidden, "latent_cot: router MLP hidden width (0 = D/4)");
+  f.add("--router-bias", &o.latent.router_bias, "latent_cot: initial router bias (2.2 -> continue 0.9)");
 }
 
 // Applies "flag=value,flag=value" (method flags without their dashes, e.g.
@@ -68,7 +76,7 @@ inline void apply_method_overrides(MethodOptions& o, const std::string& spec, ch
   check(f.positional().empty(), "bad method override '" + spec + "'");
 }
 
-inline std::vector<std::string> method_names() { return {"standard", "looped", "ponder", "pause", "adaponder", "cyb"}; }
+inline std::vector<std::string> method_names() { return {"standard", "looped", "ponder", "pause", "adaponder", "cyb", "latent_cot"}; }
 
 template <class Bk>
 std::unique_ptr<Method<Bk>> make_method(const std::string& name, const MethodOptions& o) {
@@ -86,6 +94,7 @@ std::unique_ptr<Method<Bk>> make_method(const std::string& name, const MethodOpt
     c.pauses = o.pauses;
     return std::make_unique<CybMethod<Bk>>(c);
   }
+  if (name == "latent_cot") return std::make_unique<LatentCotMethod<Bk>>(o.latent);
   std::string all;
   for (auto& n : method_names()) all += (all.empty() ? "" : ", ") + n;
   fail("unknown --method '" + name + "' (available: " + all + ")");
