@@ -6,6 +6,7 @@
 
 #include "backend/cpu_backend.h"
 #include "gradcheck.h"
+#include "method_test_util.h"
 #include "methods/adaponder.h"
 #include "methods/registry.h"
 
@@ -14,15 +15,6 @@ using namespace ada::test;
 using Bd = CpuBackend<double>;
 
 namespace {
-
-Batch random_batch(int B, int T, int V, uint64_t seed) {
-  Rng r(seed);
-  Batch b;
-  b.B = B, b.T = T;
-  for (int i = 0; i < B * T; i++) b.inputs.push_back((int)r.below(V));
-  for (int i = 0; i < B * T; i++) b.targets.push_back((int)r.below(V));
-  return b;
-}
 
 struct AdaCase {
   Bd be;
@@ -33,16 +25,12 @@ struct AdaCase {
     method = std::make_unique<AdaPonderMethod<Bd>>(o);
     ModelConfig cfg = preset_config("test");
     m = make_model(be, cfg, *method);
-    Rng r(seed);
-    for (auto& p : m->layout.tensors())
-      for (size_t i = 0; i < p.numel; i++) {
-        double v = 0.3 * r.normal();
-        if (p.init == Init::Ones) v += 1.0;
-        // gate output weights large enough that gates spread over (0, 1)
-        if (p.name.find(".w2") != std::string::npos) v *= gate_spread;
-        if (p.name.find(".b2") != std::string::npos) v = 0.5;
-        m->params.data()[p.offset + i] = v;
-      }
+    random_params(*m, seed, [&](const ParamInfo& p, double v) {
+      // gate output weights large enough that gates spread over (0, 1)
+      if (p.name.find(".w2") != std::string::npos) return v * gate_spread;
+      if (p.name.find(".b2") != std::string::npos) return 0.5;
+      return v;
+    });
     b = random_batch(2, 7, cfg.vocab, seed + 1);
     b.targets[4] = -1;
   }

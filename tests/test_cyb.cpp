@@ -5,6 +5,7 @@
 
 #include "backend/cpu_backend.h"
 #include "gradcheck.h"
+#include "method_test_util.h"
 #include "methods/cyb.h"
 
 using namespace ada;
@@ -12,15 +13,6 @@ using namespace ada::test;
 using Bd = CpuBackend<double>;
 
 namespace {
-
-Batch random_batch(int B, int T, int V, uint64_t seed) {
-  Rng r(seed);
-  Batch b;
-  b.B = B, b.T = T;
-  for (int i = 0; i < B * T; i++) b.inputs.push_back((int)r.below(V));
-  for (int i = 0; i < B * T; i++) b.targets.push_back((int)r.below(V));
-  return b;
-}
 
 struct CybCase {
   Bd be;
@@ -31,14 +23,7 @@ struct CybCase {
     method = std::make_unique<CybMethod<Bd>>(o);
     ModelConfig cfg = preset_config("test");
     m = make_model(be, cfg, *method);
-    Rng r(seed);
-    for (auto& p : m->layout.tensors())
-      for (size_t i = 0; i < p.numel; i++) {
-        double v = 0.3 * r.normal();
-        if (p.init == Init::Ones) v += 1.0;
-        if (p.name == "cyb.dk_head.weight") v *= dk_scale;
-        m->params.data()[p.offset + i] = v;
-      }
+    random_params(*m, seed, [&](const ParamInfo& p, double v) { return p.name == "cyb.dk_head.weight" ? v * dk_scale : v; });
     b = random_batch(2, 5, cfg.vocab, seed + 1);
     b.targets[2] = -1;
   }

@@ -5,6 +5,7 @@
 
 #include "backend/cpu_backend.h"
 #include "gradcheck.h"
+#include "method_test_util.h"
 #include "methods/registry.h"
 #include "methods/soft_embedding.h"
 
@@ -19,25 +20,7 @@ ModelConfig test_config() {
   return c;
 }
 
-Batch random_batch(int B, int T, int V, uint64_t seed) {
-  Rng r(seed);
-  Batch b;
-  b.B = B, b.T = T;
-  for (int i = 0; i < B * T; i++) b.inputs.push_back((int)r.below(V));
-  for (int i = 0; i < B * T; i++) b.targets.push_back((int)r.below(V));
-  return b;
-}
 
-// Random, larger-than-init weights so every path carries signal.
-void randomize(Model<Bd>& m, uint64_t seed) {
-  Rng r(seed);
-  for (auto& p : m.layout.tensors())
-    for (size_t i = 0; i < p.numel; i++) {
-      double v = 0.3 * r.normal();
-      if (p.init == Init::Ones) v += 1.0;
-      m.params.data()[p.offset + i] = v;
-    }
-}
 
 }  // namespace
 
@@ -48,7 +31,7 @@ TEST(GradCheckModel, BackboneParamsAndInput) {
   add_backbone_params(lay, cfg);
   lay.finalize();
   Model<Bd> m(be, cfg, lay);
-  randomize(m, 1);
+  random_params(m, 1);
   const int B = 2, T = 7, N = B * T, D = cfg.dim, V = cfg.vocab;
   std::vector<double> x = random_vec((size_t)N * D, 2);
   const std::vector<double> R = random_vec((size_t)N * V, 3);
@@ -108,7 +91,7 @@ TEST(GradCheckModel, EveryMethodLoss) {
     auto method = make_method<Bd>(name, mo);
     const ModelConfig cfg = test_config();
     auto m = make_model(be, cfg, *method);
-    randomize(*m, 4);
+    random_params(*m, 4);
     Batch b = random_batch(2, 7, cfg.vocab, 5);
     b.targets[3] = -1;  // an unsupervised position must not contribute
     auto loss = [&]() {
@@ -136,7 +119,7 @@ TEST(GradCheckModel, SoftEmbeddingMap) {
   add_backbone_params(lay, cfg);
   lay.finalize();
   Model<Bd> m(be, cfg, lay);
-  randomize(m, 6);
+  random_params(m, 6);
   const int n = 5, V = cfg.vocab, D = cfg.dim;
   std::vector<double> z = random_vec((size_t)n * V, 7, 2.0);
   const std::vector<double> R = random_vec((size_t)n * D, 8);

@@ -8,6 +8,7 @@
 
 #include "backend/cpu_backend.h"
 #include "gradcheck.h"
+#include "method_test_util.h"
 #include "methods/latent_cot.h"
 
 using namespace ada;
@@ -15,15 +16,6 @@ using namespace ada::test;
 using Bd = CpuBackend<double>;
 
 namespace {
-
-Batch random_batch(int B, int T, int V, uint64_t seed) {
-  Rng r(seed);
-  Batch b;
-  b.B = B, b.T = T;
-  for (int i = 0; i < B * T; i++) b.inputs.push_back((int)r.below(V));
-  for (int i = 0; i < B * T; i++) b.targets.push_back((int)r.below(V));
-  return b;
-}
 
 struct LatentCase {
   Bd be;
@@ -33,15 +25,11 @@ struct LatentCase {
   LatentCase(LatentCotOptions o, uint64_t seed) {
     method = std::make_unique<LatentCotMethod<Bd>>(o);
     m = make_model(be, preset_config("test"), *method);
-    Rng r(seed);
-    for (auto& p : m->layout.tensors())
-      for (size_t i = 0; i < p.numel; i++) {
-        double v = 0.3 * r.normal();
-        if (p.init == Init::Ones) v += 1.0;
-        if (p.name == "latent_cot.router.w2") v *= 4;  // routers that differ between tokens
-        if (p.name == "latent_cot.router.b2") v = 0.5;
-        m->params.data()[p.offset + i] = v;
-      }
+    random_params(*m, seed, [](const ParamInfo& p, double v) {
+      if (p.name == "latent_cot.router.w2") return v * 4;  // routers that differ between tokens
+      if (p.name == "latent_cot.router.b2") return 0.5;
+      return v;
+    });
     b = random_batch(2, 6, m->cfg.vocab, seed + 1);
     b.targets[3] = -1;
   }

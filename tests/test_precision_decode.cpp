@@ -4,23 +4,11 @@
 
 #include "backend/cpu_backend.h"
 #include "gradcheck.h"
+#include "method_test_util.h"
 #include "methods/registry.h"
 
 using namespace ada;
 using namespace ada::test;
-
-namespace {
-
-Batch random_batch(int B, int T, int V, uint64_t seed) {
-  Rng r(seed);
-  Batch b;
-  b.B = B, b.T = T;
-  for (int i = 0; i < B * T; i++) b.inputs.push_back((int)r.below(V));
-  for (int i = 0; i < B * T; i++) b.targets.push_back((int)r.below(V));
-  return b;
-}
-
-}  // namespace
 
 // Loss and every parameter gradient agree within 1e-4 (relative, per tensor).
 TEST(Precision, FloatMatchesDouble) {

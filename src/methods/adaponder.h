@@ -463,76 +463,61 @@ class AdaPonderDecoder : public Decoder<Bk> {
  public:
   using T = typename Bk::Real;
   AdaPonderDecoder(AdaPonderMethod<Bk>& method, Model<Bk>& m, int max_len)
-      : meth_(method), m_(m), arena_(m.be), kv_(method.options().K + 1) {
-    check(max_len <= m.cfg.max_seq, "decoder length exceeds the model context");
-    for (auto& kv : kv_) kv.init(m.be, arena_, 1, max_len, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
+      : Decoder<Bk>(m, max_len), meth_(method), kv_(method.options().K + 1) {
+    for (auto& kv : kv_) kv.init(m.be, this->cache_, 1, max_len, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
   }
 
-  const std::vector<double>& step(int token) override {
-    check(len_ < kv_[0].S, "decoder is full");
+ protected:
+  void run(int token, int t) override {
+    Model<Bk>& m = this->m_;
     const AdaPonderOptions& o = meth_.options();
-    const int K = o.K, D = m_.cfg.dim, t = len_;
-    m_.arena.reset();
-    m_.flops.reset();
+    const int K = o.K, D = m.cfg.dim;
     const T c = T(std::sqrt((double)D));
     const int exit_fixed = o.policy == "gates" ? 0 : fixed_policy_exit(o.policy, o.policy_passes, K, 0, (uint64_t)t);
-    PassPlan plan;
-    plan.B = 1, plan.S = kv_[0].S, plan.slot = {t}, plan.pos = {t};
-    plan.finish();
-    T* e = m_.embed({token}, T(K) * c);
-    int* one = m_.arena.template alloc<int>(1);
+    const PassPlan plan = this->one_row(kv_[0].S, t, t);
+    T* e = m.embed({token}, T(K) * c);
+    int* one = m.arena.template alloc<int>(1);
     const int one_h = 1;
-    m_.be.to_device(one, &one_h, 1);
+    m.be.to_device(one, &one_h, 1);
     const T* final_logits = nullptr;
     for (int i = 0; i <= K; i++) {
       if (final_logits) {  // halted: reuse the keys/values of the previous pass
-        kv_copy_slots(m_.be, m_.arena, kv_[i - 1], kv_[i], {t});
+        kv_copy_slots(m.be, m.arena, kv_[i - 1], kv_[i], {t});
         continue;
       }
-      auto ro = m_.readout_forward(m_.forward_pass(plan, kv_[i], e).out(), 1);
-      passes_ = i + 1;
+      auto ro = m.readout_forward(m.forward_pass(plan, kv_[i], e).out(), 1);
+      this->passes_ = i + 1;
       if (i == K) {
         final_logits = ro.logits;
         break;
       }
-      T* coef = m_.alloc(1);
+      T* coef = m.alloc(1);
       bool stop;
       if (o.policy == "gates") {
-        auto g = meth_.gate_mlp(m_, i, ro.hn, 1, one, coef);
+        auto g = meth_.gate_mlp(m, i, ro.hn, 1, one, coef);
         T s;
-        m_.be.to_host(&s, g.s, 1);
+        m.be.to_host(&s, g.s, 1);
         stop = s < T(o.tau);
       } else {
         stop = exit_fixed == i + 1;
         const double cf = stop ? 0.0 : 1.0;
-        m_.be.to_device(coef, &cf, 1);
+        m.be.to_device(coef, &cf, 1);
       }
       if (stop) {
         final_logits = ro.logits;
         continue;
       }
       SoftEmbedding<Bk> se;
-      T* upd = m_.alloc(D);
-      m_.be.scale_rows(upd, se.forward(m_, ro.logits, 1, c), coef, 1, D);
-      m_.be.axpy(e, T(1), upd, D);  // e^{i+1} = e^i + m s sqrt(D) p E
+      T* upd = m.alloc(D);
+      m.be.scale_rows(upd, se.forward(m, ro.logits, 1, c), coef, 1, D);
+      m.be.axpy(e, T(1), upd, D);  // e^{i+1} = e^i + m s sqrt(D) p E
     }
-    probabilities_to_host(m_, final_logits, 1, probs_);
-    flops_ += m_.flops.fwd;
-    len_++;
-    return probs_;
+    probabilities_to_host(m, final_logits, 1, this->probs_);
   }
-  int length() const override { return len_; }
-  double flops() const override { return flops_; }
-  double passes_last() const override { return passes_; }
 
  private:
   AdaPonderMethod<Bk>& meth_;
-  Model<Bk>& m_;
-  Arena<Bk> arena_;
   std::vector<KvStore<Bk>> kv_;
-  std::vector<double> probs_;
-  int len_ = 0, passes_ = 0;
-  double flops_ = 0;
 };
 
 template <class Bk>

@@ -303,17 +303,17 @@ template <class Bk>
 class CybDecoder : public Decoder<Bk> {
  public:
   using T = typename Bk::Real;
-  CybDecoder(CybMethod<Bk>& meth, Model<Bk>& m, int max_len) : meth_(meth), m_(m), arena_(m.be), W_(meth.window()) {
-    check(max_len * W_ <= m.cfg.max_seq, "decoder length x cyb steps exceeds the model context");
+  CybDecoder(CybMethod<Bk>& meth, Model<Bk>& m, int max_len) : Decoder<Bk>(m, max_len), W_(meth.window()) {
+    check(max_len * W_ <= m.cfg.max_seq, "cyb decoder: " + std::to_string(max_len) + " tokens x " + std::to_string(W_) +
+                                             " steps exceed the model context " + std::to_string(m.cfg.max_seq));
     own_ = meth.options().visibility == "own";
-    kv_.init(m.be, arena_, 1, max_len * W_, m.cfg.layers, m.cfg.dim, own_ ? kOwnGroup : kAnyDepth, false);
+    kv_.init(m.be, this->cache_, 1, max_len * W_, m.cfg.layers, m.cfg.dim, own_ ? kOwnGroup : kAnyDepth, false);
   }
 
-  const std::vector<double>& step(int token) override {
-    check((len_ + 1) * W_ <= kv_.S, "decoder is full");
-    m_.arena.reset();
-    m_.flops.reset();
-    const int D = m_.cfg.dim, V = m_.cfg.vocab, t = len_;
+ protected:
+  void run(int token, int t) override {
+    Model<Bk>& m = this->m_;
+    const int D = m.cfg.dim, V = m.cfg.vocab;
     const int rows = own_ ? 1 : W_;
     steps_ = 0;
     for (int i = 0; i < W_;) {
@@ -325,16 +325,16 @@ class CybDecoder : public Decoder<Bk> {
         if (own_) kv_.depth[slot] = (i + k == 0) ? -1 : t;
       }
       plan.finish();
-      T* x = m_.alloc((size_t)rows * D);
+      T* x = m.alloc((size_t)rows * D);
       for (int k = 0; k < rows; k++)
-        m_.be.copy(x + (size_t)k * D, i + k == 0 ? m_.embed({token}, T(1)) : m_.param("pause.embedding"), D);
-      auto ro = m_.readout_forward(m_.forward_pass(plan, kv_, x).out(), rows);
-      T* dk = m_.alloc(rows);
-      m_.be.matmul_forward(dk, ro.hn, m_.param("cyb.dk_head.weight"), rows, D, 1);
-      m_.flops.fwd += 2.0 * rows * D;
+        m.be.copy(x + (size_t)k * D, i + k == 0 ? m.embed({token}, T(1)) : m.param("pause.embedding"), D);
+      auto ro = m.readout_forward(m.forward_pass(plan, kv_, x).out(), rows);
+      T* dk = m.alloc(rows);
+      m.be.matmul_forward(dk, ro.hn, m.param("cyb.dk_head.weight"), rows, D, 1);
+      m.flops.fwd += 2.0 * rows * D;
       std::vector<double> z((size_t)rows * V), o(rows);
-      m_.be.to_host(z.data(), ro.logits, z.size());
-      m_.be.to_host(o.data(), dk, rows);
+      m.be.to_host(z.data(), ro.logits, z.size());
+      m.be.to_host(o.data(), dk, rows);
       for (int k = 0; k < rows; k++) {  // answer at the first step with d <= 1/2, or at step W
         double mx = z[(size_t)k * V];
         for (int v = 1; v < V; v++) mx = std::max(mx, z[(size_t)k * V + v]);
@@ -343,32 +343,21 @@ class CybDecoder : public Decoder<Bk> {
         const double lse = mx + std::log(sum);
         if (!steps_ && (o[k] - lse <= 0 || i + k == W_ - 1)) {
           steps_ = i + k + 1;
-          probs_.resize(V);
-          for (int v = 0; v < V; v++) probs_[v] = std::exp(z[(size_t)k * V + v] - lse);
+          this->probs_.resize(V);
+          for (int v = 0; v < V; v++) this->probs_[v] = std::exp(z[(size_t)k * V + v] - lse);
         }
       }
       i += rows;
       if (steps_) break;
     }
-    passes_ = own_ ? steps_ : W_;
-    flops_ += m_.flops.fwd;
-    len_++;
-    return probs_;
+    this->passes_ = own_ ? steps_ : W_;
   }
-  int length() const override { return len_; }
-  double flops() const override { return flops_; }
-  double passes_last() const override { return passes_; }
 
  private:
-  CybMethod<Bk>& meth_;
-  Model<Bk>& m_;
-  Arena<Bk> arena_;
   KvStore<Bk> kv_;
   int W_;
   bool own_ = false;
-  std::vector<double> probs_;
-  int len_ = 0, steps_ = 0, passes_ = 0;
-  double flops_ = 0;
+  int steps_ = 0;
 };
 
 template <class Bk>

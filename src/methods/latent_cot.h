@@ -350,59 +350,46 @@ template <class Bk>
 class LatentCotDecoder : public Decoder<Bk> {
  public:
   using T = typename Bk::Real;
-  LatentCotDecoder(LatentCotMethod<Bk>& meth, Model<Bk>& m, int max_len) : meth_(meth), m_(m), arena_(m.be) {
-    check(max_len <= m.cfg.max_seq, "decoder length exceeds the model context");
+  LatentCotDecoder(LatentCotMethod<Bk>& meth, Model<Bk>& m, int max_len) : Decoder<Bk>(m, max_len), meth_(meth) {
     M_ = meth.options().K + 1;
-    kv_.init(m.be, arena_, 1, max_len * M_, m.cfg.layers, m.cfg.dim, kDepthLE, false);
+    kv_.init(m.be, this->cache_, 1, max_len * M_, m.cfg.layers, m.cfg.dim, kDepthLE, false);
     for (int s = 0; s < kv_.S; s++) kv_.order[s] = s / M_, kv_.depth[s] = s % M_;
   }
-  const std::vector<double>& step(int token) override {
-    check((len_ + 1) * M_ <= kv_.S, "decoder is full");
-    m_.arena.reset();
-    m_.flops.reset();
-    const int D = m_.cfg.dim, V = m_.cfg.vocab, t = len_;
-    const T* z = m_.embed({token}, T(std::sqrt(2.5 * D)));
-    probs_.assign(V, 0.0);
+
+ protected:
+  void run(int token, int t) override {
+    Model<Bk>& m = this->m_;
+    const int D = m.cfg.dim, V = m.cfg.vocab;
+    const T* z = m.embed({token}, T(std::sqrt(2.5 * D)));
+    this->probs_.assign(V, 0.0);
     double reach = 1;
     for (int k = 0; k < M_; k++) {
-      PassPlan plan;
-      plan.B = 1, plan.S = kv_.S, plan.slot = {t * M_ + k}, plan.pos = {t};
-      plan.finish();
-      auto ro = m_.readout_forward(m_.forward_pass(plan, kv_, z).out(), 1);
+      const PassPlan plan = this->one_row(kv_.S, t * M_ + k, t);
+      auto ro = m.readout_forward(m.forward_pass(plan, kv_, z).out(), 1);
       std::vector<double> p;
-      probabilities_to_host(m_, ro.logits, 1, p);
+      probabilities_to_host(m, ro.logits, 1, p);
       double g = 0;
       bool last = k == M_ - 1;
       if (!last) {
-        auto r = meth_.router(m_, ro.hn, 1);
+        auto r = meth_.router(m, ro.hn, 1);
         T gh;
-        m_.be.to_host(&gh, r.g, 1);
+        m.be.to_host(&gh, r.g, 1);
         g = gh;
         last = reach * g < meth_.options().tau;
       }
       const double pi = last ? reach : reach * (1 - g);
-      for (int v = 0; v < V; v++) probs_[v] += pi * p[v];
-      passes_ = k + 1;
+      for (int v = 0; v < V; v++) this->probs_[v] += pi * p[v];
+      this->passes_ = k + 1;
       if (last) break;
       reach *= g;
       z = ro.hn;  // z^{k+1} = h^k
     }
-    flops_ += m_.flops.fwd;
-    len_++;
-    return probs_;
   }
-  int length() const override { return len_; }
-  double flops() const override { return flops_; }
-  double passes_last() const override { return passes_; }
 
  private:
   LatentCotMethod<Bk>& meth_;
-  Model<Bk>& m_;
-  Arena<Bk> arena_;
   KvStore<Bk> kv_;
-  int M_ = 0, len_ = 0, passes_ = 0;
-  std::vector<double> probs_;
-  double flops_ = 0;
+  int M_ = 0;
 };
 
 template <class Bk>

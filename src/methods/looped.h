@@ -44,15 +44,8 @@ class LoopedMethod : public Method<Bk> {
     m.be.embedding_backward(m.g.embed, ids_, dx, n_, m.cfg.dim, T(1));
   }
 
-  StepStats stats(Model<Bk>& m) override {
-    StepStats s;
-    s.ce = s.loss = loss_.mean(m);
-    s.tokens = loss_.count;
-    s.fwd_flops = m.flops.fwd;
-    s.train_flops = 3 * m.flops.fwd;
-    s.halting = {{"passes", (double)(K_ + 1)}};
-    return s;
-  }
+  StepStats stats(Model<Bk>& m) override { return loss_.stats(m, (double)(K_ + 1)); }
+
   void per_token(Model<Bk>& m, std::vector<double>& nll, std::vector<double>& passes) override {
     loss_.per_token(m, nll);
     passes.assign(n_, K_ + 1.0);
@@ -77,35 +70,22 @@ template <class Bk>
 class LoopedDecoder : public Decoder<Bk> {
  public:
   using T = typename Bk::Real;
-  LoopedDecoder(Model<Bk>& m, int max_len, int loops) : m_(m), arena_(m.be), kv_(loops) {
-    check(max_len <= m.cfg.max_seq, "decoder length exceeds the model context");
-    for (auto& kv : kv_) kv.init(m.be, arena_, 1, max_len, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
+  LoopedDecoder(Model<Bk>& m, int max_len, int loops) : Decoder<Bk>(m, max_len), kv_(loops) {
+    for (auto& kv : kv_) kv.init(m.be, this->cache_, 1, max_len, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
+    this->passes_ = loops;
   }
-  const std::vector<double>& step(int token) override {
-    check(len_ < kv_[0].S, "decoder is full");
-    m_.arena.reset();
-    m_.flops.reset();
-    PassPlan plan;
-    plan.B = 1, plan.S = kv_[0].S, plan.slot = {len_}, plan.pos = {len_};
-    plan.finish();
-    const T* x = m_.embed({token}, T(1));
-    for (auto& kv : kv_) x = m_.forward_pass(plan, kv, x).out();
-    probabilities_to_host(m_, m_.readout_forward(x, 1).logits, 1, probs_);
-    flops_ += m_.flops.fwd;
-    len_++;
-    return probs_;
+
+ protected:
+  void run(int token, int t) override {
+    Model<Bk>& m = this->m_;
+    const PassPlan plan = this->one_row(kv_[0].S, t, t);
+    const T* x = m.embed({token}, T(1));
+    for (auto& kv : kv_) x = m.forward_pass(plan, kv, x).out();
+    probabilities_to_host(m, m.readout_forward(x, 1).logits, 1, this->probs_);
   }
-  int length() const override { return len_; }
-  double flops() const override { return flops_; }
-  double passes_last() const override { return (double)kv_.size(); }
 
  private:
-  Model<Bk>& m_;
-  Arena<Bk> arena_;
   std::vector<KvStore<Bk>> kv_;
-  std::vector<double> probs_;
-  int len_ = 0;
-  double flops_ = 0;
 };
 
 template <class Bk>

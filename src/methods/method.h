@@ -37,17 +37,54 @@ struct StepStats {
 };
 
 // Incremental decoding: feed one token at a time, read the distribution of
-// the next one. Keeps the method's KV caches between calls.
+// the next one. The method's KV caches live in the decoder's own arena
+// across steps (the model's arena is reset at every step). A method
+// implements run(): the work for one token at position `pos`, which fills
+// probs_ (and passes_, the passes or steps it used).
 template <class Bk>
 class Decoder {
  public:
+  Decoder(Model<Bk>& m, int max_len) : m_(m), cache_(m.be), max_len_(max_len) {
+    check(max_len > 0 && max_len <= m.cfg.max_seq, "decoder length " + std::to_string(max_len) +
+                                                       " must be in [1, the model context " +
+                                                       std::to_string(m.cfg.max_seq) + "]");
+  }
   virtual ~Decoder() = default;
+
   // Appends `token` at the next position and returns the next-token
   // probabilities (V, host).
-  virtual const std::vector<double>& step(int token) = 0;
-  virtual int length() const = 0;           // tokens fed so far
-  virtual double flops() const = 0;         // forward FLOPs spent so far
-  virtual double passes_last() const { return 1; }  // passes (or steps) used for the last token
+  const std::vector<double>& step(int token) {
+    check(len_ < max_len_, "decoder is full (" + std::to_string(max_len_) + " tokens)");
+    m_.arena.reset();
+    m_.flops.reset();
+    run(token, len_);
+    flops_ += m_.flops.fwd;
+    len_++;
+    return probs_;
+  }
+  int length() const { return len_; }              // tokens fed so far
+  double flops() const { return flops_; }          // forward FLOPs spent so far
+  double passes_last() const { return passes_; }   // passes (or steps) used for the last token
+
+ protected:
+  virtual void run(int token, int pos) = 0;
+
+  // A pass over one row: slot `slot` of a cache with S slots, rotary position `pos`.
+  static PassPlan one_row(int S, int slot, int pos) {
+    PassPlan p;
+    p.B = 1, p.S = S, p.slot = {slot}, p.pos = {pos};
+    p.finish();
+    return p;
+  }
+
+  Model<Bk>& m_;
+  Arena<Bk> cache_;             // the KV caches
+  std::vector<double> probs_;   // (V) the distribution of the next token
+  double passes_ = 1;
+
+ private:
+  int max_len_, len_ = 0;
+  double flops_ = 0;
 };
 
 template <class Bk>

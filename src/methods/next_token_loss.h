@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "model/model.h"
+#include "methods/method.h"
 
 namespace ada {
 
@@ -49,6 +49,17 @@ struct NextTokenLoss {
     T* dz = m.alloc((size_t)n * V);
     m.be.logsoftmax_target_backward(dz, logits, lse, y, g, nullptr, n, V, V);
     return dz;
+  }
+
+  // The summary of a method whose objective is exactly this loss.
+  StepStats stats(Model<Bk>& m, double passes) const {
+    StepStats s;
+    s.ce = s.loss = mean(m);
+    s.tokens = count;
+    s.fwd_flops = m.flops.fwd;
+    s.train_flops = 3 * m.flops.fwd;
+    s.halting = {{"passes", passes}};
+    return s;
   }
 
   void per_token(Model<Bk>& m, std::vector<double>& nll) const {

@@ -77,15 +77,9 @@ class PauseMethod : public Method<Bk> {
     m.be.embedding_backward(m.grad("pause.embedding"), d_zero_, g, npause_rows_, D, T(1));  // sum over pauses
   }
 
-  StepStats stats(Model<Bk>& m) override {
-    StepStats s;
-    s.ce = s.loss = loss_.mean(m);
-    s.tokens = loss_.count;
-    s.fwd_flops = m.flops.fwd;
-    s.train_flops = 3 * m.flops.fwd;
-    s.halting = {{"passes", (double)(n_pause_ + 1)}};  // token forwards per real token
-    return s;
-  }
+  // passes: token forwards per real token
+  StepStats stats(Model<Bk>& m) override { return loss_.stats(m, (double)(n_pause_ + 1)); }
+
   void per_token(Model<Bk>& m, std::vector<double>& nll, std::vector<double>& passes) override {
     loss_.per_token(m, nll);
     passes.assign(n_, n_pause_ + 1.0);
@@ -116,41 +110,30 @@ template <class Bk>
 class PauseDecoder : public Decoder<Bk> {
  public:
   using T = typename Bk::Real;
-  PauseDecoder(Model<Bk>& m, int max_len, int pauses) : m_(m), arena_(m.be), W_(pauses + 1) {
-    check(max_len <= m.cfg.max_seq, "decoder length exceeds the model context");
-    kv_.init(m.be, arena_, 1, max_len * W_, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
+  PauseDecoder(Model<Bk>& m, int max_len, int pauses) : Decoder<Bk>(m, max_len), W_(pauses + 1) {
+    kv_.init(m.be, this->cache_, 1, max_len * W_, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
+    this->passes_ = W_;
   }
-  const std::vector<double>& step(int token) override {
-    check((len_ + 1) * W_ <= kv_.S, "decoder is full");
-    m_.arena.reset();
-    m_.flops.reset();
-    const int D = m_.cfg.dim;
+
+ protected:
+  void run(int token, int t) override {
+    Model<Bk>& m = this->m_;
+    const int D = m.cfg.dim;
     PassPlan plan;
     plan.B = 1, plan.S = kv_.S;
-    for (int k = 0; k < W_; k++) plan.slot.push_back(len_ * W_ + k), plan.pos.push_back(len_);
+    for (int k = 0; k < W_; k++) plan.slot.push_back(t * W_ + k), plan.pos.push_back(t);
     plan.finish();
-    T* x = m_.alloc((size_t)W_ * D);
-    m_.be.copy(x, m_.embed({token}, T(1)), D);
-    for (int k = 1; k < W_; k++) m_.be.copy(x + (size_t)k * D, m_.param("pause.embedding"), D);
-    auto acts = m_.forward_pass(plan, kv_, x);
-    auto ro = m_.readout_forward(acts.out() + (size_t)(W_ - 1) * D, 1);
-    probabilities_to_host(m_, ro.logits, 1, probs_);
-    flops_ += m_.flops.fwd;
-    len_++;
-    return probs_;
+    T* x = m.alloc((size_t)W_ * D);
+    m.be.copy(x, m.embed({token}, T(1)), D);
+    for (int k = 1; k < W_; k++) m.be.copy(x + (size_t)k * D, m.param("pause.embedding"), D);
+    auto acts = m.forward_pass(plan, kv_, x);
+    auto ro = m.readout_forward(acts.out() + (size_t)(W_ - 1) * D, 1);
+    probabilities_to_host(m, ro.logits, 1, this->probs_);
   }
-  int length() const override { return len_; }
-  double flops() const override { return flops_; }
-  double passes_last() const override { return W_; }
 
  private:
-  Model<Bk>& m_;
-  Arena<Bk> arena_;
   KvStore<Bk> kv_;
   int W_;
-  std::vector<double> probs_;
-  int len_ = 0;
-  double flops_ = 0;
 };
 
 template <class Bk>

@@ -68,15 +68,8 @@ class PonderMethod : public Method<Bk> {
     m.be.embedding_backward(m.g.embed, ids_, de, n_, D, T(P_) * T(std::sqrt((double)D)));
   }
 
-  StepStats stats(Model<Bk>& m) override {
-    StepStats s;
-    s.ce = s.loss = loss_.mean(m);
-    s.tokens = loss_.count;
-    s.fwd_flops = m.flops.fwd;
-    s.train_flops = 3 * m.flops.fwd;
-    s.halting = {{"passes", (double)(P_ + 1)}};
-    return s;
-  }
+  StepStats stats(Model<Bk>& m) override { return loss_.stats(m, (double)(P_ + 1)); }
+
   void per_token(Model<Bk>& m, std::vector<double>& nll, std::vector<double>& passes) override {
     loss_.per_token(m, nll);
     passes.assign(n_, P_ + 1.0);
@@ -102,44 +95,28 @@ template <class Bk>
 class PonderDecoder : public Decoder<Bk> {
  public:
   using T = typename Bk::Real;
-  PonderDecoder(Model<Bk>& m, int max_len, int P) : m_(m), arena_(m.be), kv_(P + 1), P_(P) {
-    check(max_len <= m.cfg.max_seq, "decoder length exceeds the model context");
-    for (auto& kv : kv_) kv.init(m.be, arena_, 1, max_len, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
+  PonderDecoder(Model<Bk>& m, int max_len, int P) : Decoder<Bk>(m, max_len), kv_(P + 1), P_(P) {
+    for (auto& kv : kv_) kv.init(m.be, this->cache_, 1, max_len, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
+    this->passes_ = P + 1;
   }
-  const std::vector<double>& step(int token) override {
-    check(len_ < kv_[0].S, "decoder is full");
-    m_.arena.reset();
-    m_.flops.reset();
-    const T c = T(std::sqrt((double)m_.cfg.dim));
-    PassPlan plan;
-    plan.B = 1, plan.S = kv_[0].S, plan.slot = {len_}, plan.pos = {len_};
-    plan.finish();
-    T* e = m_.embed({token}, T(P_) * c);
+
+ protected:
+  void run(int token, int t) override {
+    Model<Bk>& m = this->m_;
+    const T c = T(std::sqrt((double)m.cfg.dim));
+    const PassPlan plan = this->one_row(kv_[0].S, t, t);
+    T* e = m.embed({token}, T(P_) * c);
     for (int i = 0;; i++) {
-      auto ro = m_.readout_forward(m_.forward_pass(plan, kv_[i], e).out(), 1);
-      if (i == P_) {
-        probabilities_to_host(m_, ro.logits, 1, probs_);
-        break;
-      }
+      auto ro = m.readout_forward(m.forward_pass(plan, kv_[i], e).out(), 1);
+      if (i == P_) return probabilities_to_host(m, ro.logits, 1, this->probs_);
       SoftEmbedding<Bk> se;
-      m_.be.axpy(e, T(1), se.forward(m_, ro.logits, 1, c), m_.cfg.dim);
+      m.be.axpy(e, T(1), se.forward(m, ro.logits, 1, c), m.cfg.dim);  // e += sqrt(D) softmax(z) E
     }
-    flops_ += m_.flops.fwd;
-    len_++;
-    return probs_;
   }
-  int length() const override { return len_; }
-  double flops() const override { return flops_; }
-  double passes_last() const override { return P_ + 1.0; }
 
  private:
-  Model<Bk>& m_;
-  Arena<Bk> arena_;
   std::vector<KvStore<Bk>> kv_;
   int P_;
-  std::vector<double> probs_;
-  int len_ = 0;
-  double flops_ = 0;
 };
 
 template <class Bk>

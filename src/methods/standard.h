@@ -34,15 +34,8 @@ class StandardMethod : public Method<Bk> {
     m.be.embedding_backward(m.g.embed, ids_, dx, n_, D, T(1));
   }
 
-  StepStats stats(Model<Bk>& m) override {
-    StepStats s;
-    s.ce = s.loss = loss_.mean(m);
-    s.tokens = loss_.count;
-    s.fwd_flops = m.flops.fwd;
-    s.train_flops = 3 * m.flops.fwd;
-    s.halting = {{"passes", 1.0}};
-    return s;
-  }
+  StepStats stats(Model<Bk>& m) override { return loss_.stats(m, 1.0); }
+
 
   void per_token(Model<Bk>& m, std::vector<double>& nll, std::vector<double>& passes) override {
     loss_.per_token(m, nll);
@@ -71,36 +64,19 @@ template <class Bk>
 class StandardDecoder : public Decoder<Bk> {
  public:
   using T = typename Bk::Real;
-  StandardDecoder(Model<Bk>& m, int max_len) : m_(m), cache_arena_(m.be) {
-    check(max_len <= m.cfg.max_seq, "decoder length " + std::to_string(max_len) + " exceeds the model context " +
-                                        std::to_string(m.cfg.max_seq));
-    kv_.init(m.be, cache_arena_, 1, max_len, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
+  StandardDecoder(Model<Bk>& m, int max_len) : Decoder<Bk>(m, max_len) {
+    kv_.init(m.be, this->cache_, 1, max_len, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
   }
-  const std::vector<double>& step(int token) override {
-    check(len_ < kv_.S, "decoder is full (" + std::to_string(kv_.S) + " tokens)");
-    m_.arena.reset();
-    m_.flops.reset();
-    PassPlan plan;
-    plan.B = 1, plan.S = kv_.S, plan.slot = {len_}, plan.pos = {len_};
-    plan.finish();
-    T* x = m_.embed({token}, T(1));
-    auto acts = m_.forward_pass(plan, kv_, x);
-    auto ro = m_.readout_forward(acts.out(), 1);
-    probabilities_to_host(m_, ro.logits, 1, probs_);
-    flops_ += m_.flops.fwd;
-    len_++;
-    return probs_;
+
+ protected:
+  void run(int token, int t) override {
+    Model<Bk>& m = this->m_;
+    auto acts = m.forward_pass(this->one_row(kv_.S, t, t), kv_, m.embed({token}, T(1)));
+    probabilities_to_host(m, m.readout_forward(acts.out(), 1).logits, 1, this->probs_);
   }
-  int length() const override { return len_; }
-  double flops() const override { return flops_; }
 
  private:
-  Model<Bk>& m_;
-  Arena<Bk> cache_arena_;
   KvStore<Bk> kv_;
-  std::vector<double> probs_;
-  int len_ = 0;
-  double flops_ = 0;
 };
 
 template <class Bk>
