@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "backend/cpu_backend.h"
+#include "train/cpu_instances.h"
 #include "gradcheck.h"
 #include "method_test_util.h"
 #include "methods/adaponder.h"

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "backend/cpu_backend.h"
+#include "train/cpu_instances.h"
 #include "methods/registry.h"
 #include "train/atomic_file.h"
 #include "train/checkpoint.h"

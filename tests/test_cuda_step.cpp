@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu_backend.h"
+#include "train/cpu_instances.h"
 #include "core/rng.h"
 #include "cuda_backend.h"
 #include "methods/registry.h"

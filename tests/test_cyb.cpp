@@ -3,7 +3,7 @@
 // the W = 1 case (plain cross-entropy), and decoding that stops pausing.
 #include <gtest/gtest.h>
 
-#include "backend/cpu_backend.h"
+#include "train/cpu_instances.h"
 #include "gradcheck.h"
 #include "method_test_util.h"
 #include "methods/cyb.h"

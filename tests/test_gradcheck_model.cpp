@@ -3,7 +3,7 @@
 // the logits) and for the standard method's loss.
 #include <gtest/gtest.h>
 
-#include "backend/cpu_backend.h"
+#include "train/cpu_instances.h"
 #include "gradcheck.h"
 #include "method_test_util.h"
 #include "methods/registry.h"

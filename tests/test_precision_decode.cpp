@@ -2,7 +2,7 @@
 // trains), and KV-cached decoding vs the full training-style forward.
 #include <gtest/gtest.h>
 
-#include "backend/cpu_backend.h"
+#include "train/cpu_instances.h"
 #include "gradcheck.h"
 #include "method_test_util.h"
 #include "methods/registry.h"

@@ -10,7 +10,7 @@
 #include <set>
 #include <tuple>
 
-#include "backend/cpu_backend.h"
+#include "train/cpu_instances.h"
 #include "text/shards.h"
 #include "train/checkpoint.h"
 #include "train/evaluation.h"

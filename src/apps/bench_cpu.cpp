@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "backend/cpu_backend.h"
+#include "train/cpu_instances.h"
 #include "methods/registry.h"
 #include "train/flags.h"
 

@@ -17,7 +17,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "backend/cpu_backend.h"
+#include "train/cpu_instances.h"
 #include "train/svg_plot.h"
 #include "train/trainer.h"
 

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "backend/cpu_backend.h"
+#include "train/cpu_instances.h"
 #include "text/dataset.h"
 #include "train/atomic_file.h"
 #include "train/checkpoint.h"

@@ -8,7 +8,7 @@
 
 #include <cstdio>
 
-#include "backend/cpu_backend.h"
+#include "train/cpu_instances.h"
 #include "train/checkpoint.h"
 #include "train/generation.h"
 #include "train/metrics.h"

@@ -1,7 +1,7 @@
 // train_cpu: train any method on the CPU (Eigen + OpenMP, float32).
 //   make train_cpu && ./train_cpu --method standard
 //   ./train_cpu --resume runs/standard-tiny          # continue from its latest checkpoint
-#include "backend/cpu_backend.h"
+#include "train/cpu_instances.h"
 #include "train/train_main.h"
 
 int main(int argc, char** argv) {
