@@ -10,6 +10,13 @@
 // average passes per token that the last learned-gate adaponder run of the
 // same comparison measured on validation data: the fixed pruning policies are
 // then compared with it at equal FLOPs.
+//
+// --reuse: a method whose output directory already holds a finished run (its
+// `latest` checkpoint at step --steps) is not trained again; its parameters
+// are loaded, validation loss and inference cost are measured again, and the
+// training FLOPs and wall time come from the checkpoint's training state. A
+// comparison can then be run in pieces (several processes, or after an
+// interruption) and tabulated at the end.
 #include <omp.h>
 
 #include <cmath>
@@ -76,14 +83,33 @@ void inference_cost(Trainer<Bk>& tr, const TokenSource& val, const TrainOptions&
   *passes = p / tok;
 }
 
+// The checkpoint of a finished run in `dir` (step == steps), or "".
+std::string finished_checkpoint(const std::string& dir, long long steps) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir + "/latest", ec)) return "";
+  const std::string ckpt = resolve_checkpoint(dir);
+  SafetensorsFile f(ckpt + "/model.safetensors", "checkpoint");
+  return read_model_meta(f).step == steps ? ckpt : "";
+}
+
+// Loads a finished run into the trainer's model; returns its training state.
+TrainState load_finished(Trainer<Bk>& tr, const std::string& ckpt, long long steps) {
+  SafetensorsFile f(ckpt + "/model.safetensors", "checkpoint");
+  load_params(tr.model(), tr.model_meta(steps), f);
+  std::vector<double> m, v;
+  return read_train_state(ckpt, tr.model().num_params(), steps, m, v);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     TrainOptions base;
     std::string methods = "standard,looped,ponder,pause";
+    bool reuse = false;
     Flags flags("compare", "Train several methods on the same data and budget and tabulate the results.");
     flags.add("--methods", &methods, "comma-separated method specs, e.g. standard,ponder,adaponder:tau=1e-3");
+    flags.add("--reuse", &reuse, "do not train again a method whose output directory holds a finished run");
     add_train_flags(flags, base);
     if (!flags.parse(argc, argv)) return 0;
     if (base.threads > 0) omp_set_num_threads(base.threads);
@@ -105,13 +131,19 @@ int main(int argc, char** argv) {
       std::printf("\n=== %s ===\n", spec.c_str());
       Bk be;
       Trainer<Bk> tr(be, o);
-      TrainResult res = tr.run(data, true);
       Row r;
       r.label = spec;
-      r.val_loss = res.final_val_loss;
-      r.train_flops = res.train_flops;
-      r.seconds = res.seconds;
-      r.tok_s = res.tokens / res.seconds;
+      const std::string done = reuse ? finished_checkpoint(o.out, o.steps) : "";
+      if (!done.empty()) {
+        TrainState st = load_finished(tr, done, o.steps);
+        std::printf("reusing the finished run %s\n", done.c_str());
+        r.val_loss = tr.evaluate(*data.val);
+        r.train_flops = st.flops, r.seconds = st.seconds, r.tok_s = st.tokens / st.seconds;
+      } else {
+        TrainResult res = tr.run(data, true);
+        r.val_loss = res.final_val_loss;
+        r.train_flops = res.train_flops, r.seconds = res.seconds, r.tok_s = res.tokens / res.seconds;
+      }
       inference_cost(tr, *data.val, o, &r.infer_flops, &r.passes);
       if (o.method == "adaponder" && o.method_opts.ada.policy == "gates") learned_passes = r.passes;
       rows.push_back(r);
