@@ -52,25 +52,6 @@ struct TahCase {
 
 }  // namespace
 
-TEST(Tah, DISABLED_Scan) {
-  for (uint64_t seed = 1; seed < 400; seed++)
-    for (double sc : {2.0, 3.0, 5.0}) {
-      TahOptions o;
-      o.M = 3, o.alpha = 0.5, o.rho = 0.9;
-      TahCase c(o, seed, 2, 6, sc);
-      c.loss();
-      const auto& cand = c.method->label_candidates();
-      const auto& lab = c.method->label_targets();
-      int pos = 0, neg = 0, deep = 0;
-      for (size_t i = 0; i < cand.size(); i++)
-        if (cand[i]) (lab[i] > 0 ? pos : neg)++, deep += i >= (size_t)12;
-      const double mg = c.margin(), gap = c.method->topk_gap(*c.m);
-      if (c.distinct_depths() == 3 && mg > 0.02 && pos && neg && deep && gap > 1e-4)
-        std::printf("seed %llu scale %.0f margin %.4f gap %.2e pos %d neg %d deep %d\n", (unsigned long long)seed, sc, mg,
-                    gap, pos, neg, deep);
-    }
-}
-
 TEST(Tah, MixtureMatchesDefinitionAndDifferences) {
   // one token, M = 4, stopped at depth 3 (k* = 2): q^m[y] and g^m given
   const int N = 1, K = 3, ks = 2, sup = 1;
@@ -133,11 +114,16 @@ TEST(Tah, CoverageCut) {
 // loss on. Its labels, weights and positive weights are no-grad constants, so
 // they are frozen at the first forward and each finite-difference evaluation
 // checks that it would have computed the same binary labels and candidate
-// sets, and that every token stops at the same depth.
+// sets, that every token stops at the same depth and that every decider reads
+// the same top-D columns. The seed is one for which all of that holds and
+// the third derivative of the loss is small enough for central differences
+// with the project's step (with seed 31, for one, an embedding entry's error
+// is 8e-6 at eps = 1e-5 and falls exactly as eps^2: truncation, not the
+// gradient).
 TEST(Tah, GradCheckWithDeciderLoss) {
   TahOptions o;
   o.M = 3, o.alpha = 0.5, o.rho = 0.9;
-  TahCase c(o, 31, 2, 6, 3.0);
+  TahCase c(o, 596, 2, 6, 3.0);
   c.method->freeze_labels(true);
   c.loss();
   const std::vector<int> depths = c.method->exit_depth();
@@ -156,16 +142,19 @@ TEST(Tah, GradCheckWithDeciderLoss) {
   c.method->forward(*c.m, c.b, true);
   c.method->backward(*c.m, 1.0);
   std::vector<double> grads(c.m->grads.data(), c.m->grads.data() + c.m->num_params());
-  int decision_changes = 0;
+  const std::vector<int> cols = c.method->topk_columns(*c.m);
+  int decision_changes = 0, selection_changes = 0;
   for (auto& p : c.m->layout.tensors()) {
     std::vector<double> a(grads.begin() + p.offset, grads.begin() + p.offset + p.numel);
     expect_grad_close(p.name, a, numeric_grad(c.m->params.data() + p.offset, p.numel, [&] {
                         const double l = c.loss();
                         decision_changes += c.method->exit_depth() != depths;
+                        selection_changes += c.method->topk_columns(*c.m) != cols;
                         return l;
                       }));
   }
   EXPECT_EQ(decision_changes, 0);
+  EXPECT_EQ(selection_changes, 0);  // every top_D(q) kept its columns and their order
   EXPECT_EQ(c.method->label_mismatches(), 0);
 }
 

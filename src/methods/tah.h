@@ -520,23 +520,19 @@ class TahMethod : public Method<Bk> {
   // -log q^{k+1}_t[y] from the lookahead of each token that stopped at depth k
   // (NaN elsewhere), (M-1) x N
   const std::vector<double>& lookahead_nll() const { return look_nll_; }
-  // The smallest gap between the D-th and the (D+1)-th largest probability of
-  // any decider input: the top-D selection is constant under perturbations
-  // smaller than that (0 when V == D: nothing is left out).
-  double topk_gap(Model<Bk>& m) const {
-    const int D = m.cfg.dim, V = m.cfg.vocab;
-    double gap = V > D ? 1e300 : 0.0;
+  // The columns (in order) of every decider's top_D(q) in the last forward,
+  // depth by depth: finite differences are valid only while they stay the same
+  // (the sorted top-D values are differentiable between ties, not across them).
+  std::vector<int> topk_columns(Model<Bk>& m) const {
+    const int D = m.cfg.dim;
+    std::vector<int> cols;
     for (const Step& s : steps_) {
-      if (!s.dec.p || V == D) continue;
-      std::vector<double> p(s.rows.size() * V);
-      m.be.to_host(p.data(), s.dec.p, p.size());
-      for (size_t r = 0; r < s.rows.size(); r++) {
-        std::vector<double> row(p.begin() + r * V, p.begin() + (r + 1) * V);
-        std::sort(row.begin(), row.end(), std::greater<double>());
-        gap = std::min(gap, row[D - 1] - row[D]);
-      }
+      if (!s.dec.top_idx) continue;
+      std::vector<int> c(s.rows.size() * D);
+      m.be.to_host(c.data(), s.dec.top_idx, c.size());
+      cols.insert(cols.end(), c.begin(), c.end());
     }
-    return gap;
+    return cols;
   }
   KvStore<Bk>& kv() { return kv_; }
   const T* step_embeddings(int k) const { return steps_[k].e; }  // e rows of depth k's rows
