@@ -14,7 +14,10 @@ CXX      ?= g++
 NVCC     ?= nvcc
 OPT      ?= -O3 -march=native
 CXXFLAGS ?= $(OPT) -g1
-CXXFLAGS += -std=c++17 -fopenmp -fno-trapping-math -Wall -Wextra -Wno-unused-parameter -Wno-class-memaccess -Isrc -I. -MMD -MP
+# No -I. anywhere: the programs are linked into the repository root, and the
+# program ./compare would shadow the standard header <compare> (which <array>
+# includes) for every file compiled after it.
+CXXFLAGS += -std=c++17 -fopenmp -fno-trapping-math -Wall -Wextra -Wno-unused-parameter -Wno-class-memaccess -Isrc -MMD -MP
 EIGEN_INC ?= /usr/include/eigen3
 CXXFLAGS += -isystem $(EIGEN_INC) -DEIGEN_NO_DEBUG
 LDFLAGS  += -fopenmp
@@ -105,7 +108,7 @@ cuda-check: $(BUILD)/cuda/smoke.o
 $(BUILD)/cuda/smoke.o: cuda/smoke.cu cuda/compat.h cuda/launch.h src/core/common.h
 	@command -v $(NVCC) >/dev/null || { echo "error: $(NVCC) not found (set NVCC=/path/to/nvcc)"; exit 1; }
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCHS) -Xcompiler -Wall,-Wextra -Isrc -Icuda -I. -c $< -o $@
+	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCHS) -Xcompiler -Wall,-Wextra -Isrc -Icuda -c $< -o $@
 # --- end of CUDA host runner section -------------------------------------------
 
 # --- CUDA backend, train_gpu, test_gpu, bench_gpu (cuda/*.cu) ------------------
@@ -134,7 +137,7 @@ CUDA_TEST_OBJS   := $(patsubst tests/%.cpp,$(BUILD)/cuda_nv/tests/%.o,$(CUDA_TES
 NVCC_OPT         ?= -O3
 NVCC_HOST_WARN   := -Wall,-Wextra,-Wno-unused-parameter,-Wno-class-memaccess
 NVCC_ALL_FLAGS    = -std=c++17 $(NVCC_OPT) $(CUDA_ARCHS) -Xcompiler -fopenmp,$(NVCC_HOST_WARN) \
-                    -Isrc -I. -Icuda -isystem $(EIGEN_INC) -DEIGEN_NO_DEBUG -MMD -MP
+                    -Isrc -Icuda -isystem $(EIGEN_INC) -DEIGEN_NO_DEBUG -MMD -MP
 NVCC_LDFLAGS      = $(CUDA_ARCHS) -Xcompiler -fopenmp
 
 ifeq ($(BIN),.)

@@ -153,6 +153,12 @@ class CudaBackend {
   void softmax_backward(float* dz, const float* p, const float* dp, int N, int V) {
     cuda::softmax_backward(stream, dz, p, dp, N, V);
   }
+  void topk_values_forward(float* vals, int* idx, const float* x, int N, int V, int K) {
+    cuda::topk_values_forward(stream, vals, idx, x, N, V, K);
+  }
+  void topk_values_backward(float* dx, const float* dvals, const int* idx, int N, int V, int K) {
+    cuda::topk_values_backward(stream, dx, dvals, idx, N, V, K);
+  }
   void gather_rows(float* dst, int ldd, const float* src, int lds, const int* idx, int n, int w) {
     cuda::gather_rows(stream, dst, ldd, src, lds, idx, n, w);
   }

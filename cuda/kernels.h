@@ -90,6 +90,13 @@ void logsoftmax_target_backward(cudaStream_t s, float* dz, const float* z, const
 void softmax_forward(cudaStream_t s, float* p, const float* z, int N, int V);
 void softmax_backward(cudaStream_t s, float* dz, const float* p, const float* dp, int N, int V);
 
+// ---- topk.cu -------------------------------------------------------------
+// The K largest values of each row of x (N, V), descending, ties by the lower
+// column: vals, idx (N, K); backward dx[n, idx] += dvals. K <= kTopKMax.
+constexpr int kTopKMax = 1024;
+void topk_values_forward(cudaStream_t s, float* vals, int* idx, const float* x, int N, int V, int K);
+void topk_values_backward(cudaStream_t s, float* dx, const float* dvals, const int* idx, int N, int V, int K);
+
 // ---- rows.cu -------------------------------------------------------------
 void gather_rows(cudaStream_t s, float* dst, int ldd, const float* src, int lds, const int* idx, int n, int w);
 void scatter_rows(cudaStream_t s, float* dst, int ldd, const float* src, int lds, const int* idx, int n, int w);

@@ -340,6 +340,27 @@ TEST(CudaKernels, AttentionDuoCausal) {
   check_attention(a);
 }
 
+TEST(CudaKernels, AttentionDuoCausalPrivateKeys) {
+  // The grid of AttentionDuoCausal with TaH2's lookahead rows: for tokens that
+  // stopped early, the next depth's cell holds a private key (valid = 2),
+  // visible to its own query only; the queries mix executed and lookahead
+  // cells, in two sequences; hs = 8
+  const int T = 11, M = 3;
+  AttnCase a{"duo-causal private", 2, T * M, 2, 8, {}, {}, {}, {}, ada::kDepthLE};
+  ada::Rng r(62);
+  for (int b = 0; b < a.B; b++)
+    for (int t = 0; t < T; t++) {
+      int stop = 0;  // last executed depth
+      while (stop < M - 1 && r.uniform() < 0.6) stop++;
+      for (int m = 0; m < M; m++) {
+        const int v = m <= stop ? 1 : m == stop + 1 ? 2 : 0;
+        a.order.push_back(t), a.depth.push_back(m), a.valid.push_back(v);
+        if ((v == 1 && r.uniform() < 0.5) || v == 2) a.qslot.push_back(b * a.S + t * M + m);
+      }
+    }
+  check_attention(a);
+}
+
 TEST(CudaKernels, AttentionInterleaved) {
   // pause: [x p p x p p ...] flattened, order = index; hs = 40 (lanes own
   // 1 or 2 head dimensions)
@@ -427,6 +448,55 @@ TEST(CudaKernels, Softmax) {
   c.softmax_backward(dz.data(), p.data(), dp.data(), N, V);
   g.softmax_backward(d_dz.p(), d_p.p(), d_dp.p(), N, V);
   expect_close("softmax backward", d_dz.get(), dz);
+}
+
+// Top-K values: the selection must be identical (exact values and columns),
+// including ties across the K-th place, which both sides break by the lower
+// column; the backward scatter-adds onto a random dx.
+void check_topk(const std::string& what, const Vec& x, int N, int V, int K) {
+  Gpu g(GemmPrecision::Fp32);
+  Cpu c;
+  Vec vals(static_cast<size_t>(N) * K), dx = randn(x.size(), 93);
+  IVec idx(vals.size());
+  const Vec dvals = randn(vals.size(), 94);
+  Dev<float> d_x(g, x), d_vals(g, vals), d_dvals(g, dvals), d_dx(g, dx);
+  Dev<int> d_idx(g, idx);
+  c.topk_values_forward(vals.data(), idx.data(), x.data(), N, V, K);
+  g.topk_values_forward(d_vals.p(), d_idx.p(), d_x.p(), N, V, K);
+  const IVec got_idx = d_idx.get();
+  const Vec got_vals = d_vals.get();
+  int bad = 0;
+  for (size_t i = 0; i < idx.size(); i++) bad += got_idx[i] != idx[i] || got_vals[i] != vals[i];
+  if (std::getenv("ADA_VERBOSE")) std::printf("  top-k %-46s %d of %zu entries differ\n", what.c_str(), bad, idx.size());
+  EXPECT_EQ(bad, 0) << "top-k " << what;
+  c.topk_values_backward(dx.data(), dvals.data(), idx.data(), N, V, K);
+  g.topk_values_backward(d_dx.p(), d_dvals.p(), d_idx.p(), N, V, K);
+  expect_close("top-k " + what + " backward (+=)", d_dx.get(), dx, 0.0);
+}
+
+TEST(CudaKernels, TopKValues) {
+  {  // GPT-2's vocabulary, K = the 70m width: probabilities (softmax of random
+     // logits), a row of quantised values (many ties at the K-th place) and a
+     // row with only 300 nonzero values (K-th place inside the zeros)
+    const int N = 3, V = 50304, K = 512;
+    Vec z = randn(static_cast<size_t>(N) * V, 92, 3.0), x(z.size());
+    Cpu().softmax_forward(x.data(), z.data(), N, V);
+    for (int v = 0; v < V; v++) x[V + v] = std::round(z[V + v] * 2.0f) / 2.0f;
+    for (int v = 0; v < V; v++) x[2 * V + v] = v % 167 == 3 ? x[2 * V + v] : (v % 2 ? 0.0f : -0.0f);
+    check_topk("V=50304 K=512 (probabilities, ties, zeros)", x, N, V, K);
+  }
+  {  // the largest K (P = 1024), negative values, ragged V
+    const int N = 5, V = 1500, K = 1024;
+    check_topk("V=1500 K=1024", randn(static_cast<size_t>(N) * V, 95), N, V, K);
+  }
+  {  // the test model (V = 23, K = D = 16), K = V, K = 1, K not a power of two
+    check_topk("V=23 K=16", randn(7 * 23, 96), 7, 23, 16);
+    check_topk("V=37 K=37 (all)", randn(4 * 37, 97), 4, 37, 37);
+    check_topk("V=300 K=1", randn(2 * 300, 98), 2, 300, 1);
+    Vec t = randn(6 * 301, 99);
+    for (auto& v : t) v = std::round(v);  // few distinct values: ties everywhere
+    check_topk("V=301 K=100 (integers)", t, 6, 301, 100);
+  }
 }
 
 // ---- rows, reductions, optimizer, per-token map ------------------------------------------

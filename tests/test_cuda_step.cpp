@@ -8,6 +8,13 @@
 //
 // The GEMMs run in fp32 (tight tolerances) and with bf16 tensor cores (loose
 // ones: bf16 inputs carry 8 significant bits).
+//
+// TaH2 runs in both, but its bf16 comparison is made at a better-conditioned
+// point (see variants()): at the 0.3 parameter scale its three depths make
+// the gradient itself ill-conditioned -- in double precision on the CPU, a
+// random 0.4% perturbation of the parameters (about twice bf16's rounding)
+// moves its gradients by a third of their largest entry (looped: a fifth) -- and
+// its decider labels are thresholds on differences of lookahead losses.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,21 +41,43 @@ struct Variant {
   std::string label;   // test name
   std::string method;  // registry name
   ada::MethodOptions opts;
+  double scale = 0.3;  // parameters ~ scale N(0, 1) (norm weights around 1)
+  // What the bf16 comparison runs (the same unless a variant says otherwise).
+  ada::MethodOptions bf16_opts;
+  double bf16_scale = 0.3;
 };
 
 // Every registered method with small pass counts, plus AdaPonderLM with a
 // threshold that makes about half the tokens stop early (pruning, KV reuse and
 // compaction are exercised) and its masked reference mode.
+//
+// TaH2 (M = 3: tokens stop at every depth, the lookahead runs at depths 2 and
+// 3) is compared in fp32 as it trains, decider loss and labels included. Its
+// bf16 comparison uses parameters ~ 0.2 N(0, 1) (gradients differ from the
+// CPU's by ~5% there, as for the other methods at 0.3, against ~45% at 0.3)
+// and no decider loss (so no labels, whose weights |delta - cut| are
+// differences of two lookahead losses that bf16 moves by several percent);
+// it still runs the decider, top-k, updater, the duo-causal grid and the
+// mixture loss through the tensor-core GEMMs.
+Variant variant(const std::string& label, const std::string& method, const ada::MethodOptions& mo) {
+  Variant v;
+  v.label = label, v.method = method, v.opts = v.bf16_opts = mo;
+  return v;
+}
+
 std::vector<Variant> variants() {
   std::vector<Variant> v;
   ada::MethodOptions mo;
   mo.iters = 2, mo.ponder_steps = 2, mo.pauses = 2;
-  for (const std::string& name : ada::method_names()) v.push_back({name, name, mo});
+  for (const std::string& name : ada::method_names()) {
+    v.push_back(variant(name, name, mo));
+    if (name == "tah") v.back().bf16_opts.tah.alpha = 0, v.back().bf16_scale = 0.2;
+  }
   ada::MethodOptions pruned = mo;
   pruned.ada.tau = 0.5;
-  v.push_back({"adaponder_pruning", "adaponder", pruned});
+  v.push_back(variant("adaponder_pruning", "adaponder", pruned));
   pruned.ada.compaction = false;
-  v.push_back({"adaponder_masked", "adaponder", pruned});
+  v.push_back(variant("adaponder_masked", "adaponder", pruned));
   return v;
 }
 
@@ -76,16 +105,16 @@ struct StepResult {
 // the init so every path carries signal (as in the gradient checks), the
 // gate biases kept near their init so AdaPonderLM's gates start open.
 template <class Bk>
-StepResult run_step(Bk& be, const Variant& v) {
+StepResult run_step(Bk& be, const std::string& name, const ada::MethodOptions& opts, double scale) {
   using T = typename Bk::Real;
-  auto method = ada::make_method<Bk>(v.method, v.opts);
+  auto method = ada::make_method<Bk>(name, opts);
   const ada::ModelConfig cfg = ada::preset_config("test");
   auto model = ada::make_model(be, cfg, *method);
   std::vector<double> host(model->num_params());
   ada::Rng r(4);
   for (auto& p : model->layout.tensors())
     for (size_t i = 0; i < p.numel; i++) {
-      double x = 0.3 * r.normal();
+      double x = scale * r.normal();
       if (p.init == ada::Init::Ones) x += 1.0;
       if (p.init == ada::Init::Constant) x = p.init_value * 0.2 + x;
       host[p.offset + i] = x;
@@ -126,8 +155,11 @@ struct Tolerances {
 void compare_step(const Variant& v, GemmPrecision p, const Tolerances& tol) {
   Cpu cpu;
   Gpu gpu(p);
-  const StepResult want = run_step(cpu, v);
-  const StepResult got = run_step(gpu, v);
+  const bool bf16 = p == GemmPrecision::Bf16;
+  const ada::MethodOptions& opts = bf16 ? v.bf16_opts : v.opts;
+  const double scale = bf16 ? v.bf16_scale : v.scale;
+  const StepResult want = run_step(cpu, v.method, opts, scale);
+  const StepResult got = run_step(gpu, v.method, opts, scale);
   const bool verbose = std::getenv("ADA_VERBOSE") != nullptr;
   const std::string tag = v.label + " (" + ada::cuda::gemm_precision_name(p) + ")";
   const double loss_err = std::abs(got.loss - want.loss) / std::abs(want.loss);

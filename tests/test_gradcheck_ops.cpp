@@ -19,6 +19,7 @@
 #include "ops/rows.h"
 #include "ops/softmax.h"
 #include "ops/swiglu.h"
+#include "ops/topk.h"
 
 using namespace ada;
 using namespace ada::test;
@@ -163,6 +164,26 @@ TEST(GradCheckOps, AttentionDuoCausalGrid) {
   attention_case(1, S, 2, 4, {1 * M + 2, 3 * M + 1, 3 * M + 2}, order, depth, valid, kDepthLE);
 }
 
+TEST(GradCheckOps, AttentionDuoCausalWithPrivateKeys) {
+  // The grid of AttentionDuoCausalGrid plus TaH2's lookahead rows: token 0
+  // (stopped after depth 1) looks ahead at depth 2, token 2 (stopped after
+  // depth 0) at depth 1. Their keys are private (valid = 2): each lookahead
+  // query sees the executed keys and its own key, no other query sees them.
+  const int T = 4, M = 3, S = T * M;
+  std::vector<int> order(S), depth(S), valid(S, 1);
+  for (int t = 0; t < T; t++)
+    for (int m = 0; m < M; m++) order[t * M + m] = t, depth[t * M + m] = m;
+  valid[0 * M + 2] = 2;                     // lookahead of token 0
+  valid[2 * M + 1] = 2, valid[2 * M + 2] = 0;  // lookahead of token 2
+  const KeyMeta km{order.data(), depth.data(), valid.data(), S, kDepthLE};
+  EXPECT_TRUE(km.visible(0 * M + 2, 0 * M + 2));   // own private key
+  EXPECT_TRUE(km.visible(2 * M + 1, 1 * M + 1));   // an executed key
+  EXPECT_FALSE(km.visible(2 * M + 1, 0 * M + 2));  // another lookahead's key
+  EXPECT_FALSE(km.visible(3 * M + 2, 0 * M + 2));  // real queries never see lookahead keys
+  EXPECT_FALSE(km.visible(3 * M + 1, 2 * M + 1));
+  attention_case(1, S, 2, 4, {0 * M + 2, 1 * M + 2, 2 * M + 1, 3 * M + 1, 3 * M + 2}, order, depth, valid, kDepthLE);
+}
+
 TEST(GradCheckOps, AttentionInterleavedPauses) {
   // Flattened [x0 p p x1 p p x2 p p]: order = index, plain causal.
   std::vector<int> slots, order, depth(9, 0), valid(9, 1);
@@ -176,6 +197,37 @@ TEST(GradCheckOps, AttentionPausesVisibleInTheirOwnWindow) {
   std::vector<int> slots, order, depth, valid(9, 1);
   for (int i = 0; i < 9; i++) slots.push_back(i), order.push_back(i), depth.push_back(i % 3 == 0 ? -1 : i / 3);
   attention_case(1, 9, 2, 3, slots, order, depth, valid, kOwnGroup);
+}
+
+TEST(GradCheckOps, TopKValues) {
+  // 4 rows of 13 distinct values (the selection does not change under the
+  // finite-difference steps), the 5 largest of each.
+  const int N = 4, V = 13, K = 5;
+  Vec x = random_vec(N * V, 12);
+  check_op({{"x", &x}},
+           [&] {
+             Vec v(N * K);
+             std::vector<int> idx(N * K);
+             topk_values_forward(v.data(), idx.data(), x.data(), N, V, K);
+             return v;
+           },
+           [&](const Vec& g) {
+             Vec v(N * K), dx(N * V, 0.0);
+             std::vector<int> idx(N * K);
+             topk_values_forward(v.data(), idx.data(), x.data(), N, V, K);
+             topk_values_backward(dx.data(), g.data(), idx.data(), N, V, K);
+             return std::map<std::string, Vec>{{"x", dx}};
+           });
+}
+
+TEST(Ops, TopKValuesSortedTiesByLowerIndex) {
+  const int V = 8, K = 6;
+  const Vec x = {0.1, 0.3, 0.0, 0.3, 0.2, 0.0, 0.3, 0.0};
+  Vec v(K);
+  std::vector<int> idx(K);
+  topk_values_forward(v.data(), idx.data(), x.data(), 1, V, K);
+  EXPECT_EQ(idx, (std::vector<int>{1, 3, 6, 4, 0, 2}));  // three 0.3 in column order, then 0.2, 0.1, the first 0
+  EXPECT_EQ(v, (Vec{0.3, 0.3, 0.3, 0.2, 0.1, 0.0}));
 }
 
 TEST(GradCheckOps, SwiGLU) {
@@ -293,7 +345,8 @@ TEST(Ops, AdamWMatchesHandComputedStep) {
 }
 
 // The FLOP counter's fast count of visible keys equals a direct count with
-// the mask, for every rule and with invalid slots.
+// the mask, for every rule, with invalid slots and with private ones (valid
+// = 2: seen by their own query only).
 TEST(Ops, VisibleKeyCountMatchesTheMask) {
   CpuBackend<double> be;
   Arena<CpuBackend<double>> arena(be);
@@ -306,9 +359,12 @@ TEST(Ops, VisibleKeyCountMatchesTheMask) {
       for (int t = 0; t < T; t++)
         for (int m = 0; m < M; m++) {
           const int s = b * S + t * M + m;
-          kv.order[s] = t, kv.depth[s] = m, kv.valid[s] = r.uniform() < 0.7;
+          const double u = r.uniform();
+          kv.order[s] = t, kv.depth[s] = m, kv.valid[s] = u < 0.6 ? 1 : u < 0.75 ? 2 : 0;
         }
     std::vector<int> q = {1, 4, 5, 9, 14, S + 2, S + 7, S + 13};
+    for (int s : q) kv.valid[s] = 1;  // a query's own slot holds its key: public, or private for two of them
+    kv.valid[5] = kv.valid[S + 7] = 2;
     long long direct = 0;
     for (int s : q) direct += kv.visible_keys(s);
     EXPECT_EQ(kv.total_visible_keys(q), direct);

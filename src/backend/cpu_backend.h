@@ -23,6 +23,7 @@
 #include "ops/rows.h"
 #include "ops/softmax.h"
 #include "ops/swiglu.h"
+#include "ops/topk.h"
 
 namespace ada {
 
@@ -121,6 +122,12 @@ class CpuBackend {
   }
   void softmax_forward(T* p, const T* z, int N, int V) { ada::softmax_forward(p, z, N, V); }
   void softmax_backward(T* dz, const T* p, const T* dp, int N, int V) { ada::softmax_backward(dz, p, dp, N, V); }
+  void topk_values_forward(T* vals, int* idx, const T* x, int N, int V, int K) {
+    ada::topk_values_forward(vals, idx, x, N, V, K);
+  }
+  void topk_values_backward(T* dx, const T* dvals, const int* idx, int N, int V, int K) {
+    ada::topk_values_backward(dx, dvals, idx, N, V, K);
+  }
   void gather_rows(T* dst, int ldd, const T* src, int lds, const int* idx, int n, int w) {
     ada::gather_rows(dst, ldd, src, lds, idx, n, w);
   }

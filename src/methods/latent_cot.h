@@ -30,6 +30,7 @@
 #include <numeric>
 
 #include "core/hd_math.h"
+#include "methods/halting_chain.h"
 #include "methods/method.h"
 #include "methods/next_token_loss.h"
 
@@ -44,11 +45,11 @@ struct LatentCotOptions {
   double router_bias = 2.2;  // g ~ 0.9 at the start
 };
 
-constexpr int kLatentMaxSteps = 16;
+constexpr int kLatentMaxSteps = kHaltingMaxSteps;
 
-// Per token: the mixture loss over its executed steps and every derivative.
-// Arrays are (K+1) x N, step-major: x[k * N + t]; cells that did not run are
-// ignored (k > kstar[t]).
+// Per token: the mixture loss over its executed steps (halting_chain.h), the
+// halting loss, and every derivative. Arrays are (K+1) x N, step-major:
+// x[k * N + t]; cells that did not run are ignored (k > kstar[t]).
 template <class T>
 struct LatentCotToken {
   int N, K;
@@ -68,30 +69,14 @@ struct LatentCotToken {
       for (int k = 0; k <= K; k++) g_logp[(size_t)k * N + t] = g_g[(size_t)k * N + t] = 0;
       return;
     }
-    T R[kLatentMaxSteps], a[kLatentMaxSteps];
-    T reach = 1, A = 0, ada = 0;
-    for (int k = 0; k <= ks; k++) {
-      R[k] = reach;
-      a[k] = hd_exp(logp[(size_t)k * N + t]);
-      const T pi = k < ks ? reach * (T(1) - g[(size_t)k * N + t]) : reach;
-      A += pi * a[k];
-      if (k < ks) reach *= g[(size_t)k * N + t];
-      if (k < K) ada += g[(size_t)k * N + t] * hd_exp(beta * logp[(size_t)k * N + t]);
+    loss_lm[t] = halting_mixture(t, N, K, ks, logp, g, scale, g_logp, g_g);
+    T ada = 0;
+    for (int k = 0; k <= ks && k < K; k++) {  // L_ada on every computed router output
+      const T ak_beta = hd_exp(beta * logp[(size_t)k * N + t]);
+      ada += g[(size_t)k * N + t] * ak_beta;
+      g_g[(size_t)k * N + t] += lambda * ak_beta * scale;
     }
-    loss_lm[t] = -hd_log(A);
     loss_ada[t] = ada;
-    T Qnext = a[ks];  // Q_{k+1}, walked down from Q_{k*} = a_{k*}
-    g_logp[(size_t)ks * N + t] = -R[ks] * a[ks] / A * scale;
-    for (int k = ks - 1; k >= 0; k--) {
-      const T c = g[(size_t)k * N + t];
-      g_logp[(size_t)k * N + t] = -R[k] * (T(1) - c) * a[k] / A * scale;
-      g_g[(size_t)k * N + t] = -R[k] * (Qnext - a[k]) / A * scale;
-      Qnext = (T(1) - c) * a[k] + c * Qnext;
-    }
-    for (int k = ks; k <= K; k++) g_g[(size_t)k * N + t] = 0;  // g^{k*} does not enter the mixture
-    for (int k = 0; k <= ks && k < K; k++)                        // L_ada on every computed router output
-      g_g[(size_t)k * N + t] += lambda * hd_exp(beta * logp[(size_t)k * N + t]) * scale;
-    for (int k = ks + 1; k <= K; k++) g_logp[(size_t)k * N + t] = 0;
   }
 };
 

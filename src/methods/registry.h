@@ -13,6 +13,7 @@
 #include "methods/pause.h"
 #include "methods/ponder.h"
 #include "methods/standard.h"
+#include "methods/tah.h"
 #include "train/flags.h"
 
 namespace ada {
@@ -24,6 +25,7 @@ struct MethodOptions {
   AdaPonderOptions ada;  // adaponder (ada.K is taken from ponder_steps)
   CybOptions cyb;        // cyb (cyb.pauses is taken from pauses)
   LatentCotOptions latent;  // latent_cot
+  TahOptions tah;           // tah
 };
 
 inline void add_method_flags(Flags& f, MethodOptions& o) {
@@ -50,6 +52,11 @@ inline void add_method_flags(Flags& f, MethodOptions& o) {
   f.add("--latent-beta", &o.latent.beta, "latent_cot: sharpness beta of that loss");
   f.add("--router-hidden", &o.latent.router_hidden, "latent_cot: router MLP hidden width (0 = D/4)");
   f.add("--router-bias", &o.latent.router_bias, "latent_cot: initial router bias (2.2 -> continue 0.9)");
+  f.add("--tah-depths", &o.tah.M, "tah: depths M (the block stack runs at most M times per token)");
+  f.add("--tah-exit", &o.tah.exit, "tah: a token continues to the next depth iff its decider output g > this");
+  f.add("--tah-alpha", &o.tah.alpha, "tah: weight of the decider loss L_dec");
+  f.add("--tah-rho", &o.tah.rho, "tah: coverage of the positive loss gain that the 'continue' labels hold");
+  f.add("--tah-hidden", &o.tah.hidden, "tah: decider and updater MLP width (0 = D)");
 }
 
 // Applies "flag=value,flag=value" (method flags without their dashes, e.g.
@@ -76,7 +83,7 @@ inline void apply_method_overrides(MethodOptions& o, const std::string& spec, ch
   check(f.positional().empty(), "bad method override '" + spec + "'");
 }
 
-inline std::vector<std::string> method_names() { return {"standard", "looped", "ponder", "pause", "adaponder", "cyb", "latent_cot"}; }
+inline std::vector<std::string> method_names() { return {"standard", "looped", "ponder", "pause", "adaponder", "cyb", "latent_cot", "tah"}; }
 
 template <class Bk>
 std::unique_ptr<Method<Bk>> make_method(const std::string& name, const MethodOptions& o) {
@@ -95,6 +102,7 @@ std::unique_ptr<Method<Bk>> make_method(const std::string& name, const MethodOpt
     return std::make_unique<CybMethod<Bk>>(c);
   }
   if (name == "latent_cot") return std::make_unique<LatentCotMethod<Bk>>(o.latent);
+  if (name == "tah") return std::make_unique<TahMethod<Bk>>(o.tah);
   std::string all;
   for (auto& n : method_names()) all += (all.empty() ? "" : ", ") + n;
   fail("unknown --method '" + name + "' (available: " + all + ")");

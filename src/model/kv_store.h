@@ -23,7 +23,7 @@ class KvStore {
   using T = typename Bk::Real;
   int B = 0, S = 0, L = 0, D = 0;
   int rule = kAnyDepth;
-  std::vector<int> order, depth, valid;  // host metadata (B*S)
+  std::vector<int> order, depth, valid;  // host metadata (B*S); valid 0, 1, or 2 = private (attention_mask.h)
   int *d_order = nullptr, *d_depth = nullptr, *d_valid = nullptr;
   std::vector<T*> K, V, dK, dV;  // per layer, (B*S, D) each
 
@@ -93,7 +93,7 @@ class KvStore {
         for (int d = 0; d < nd; d++)
           for (int k = 0; k < S; k++) {
             const int sl = b * S + k;
-            const bool ok = valid[sl] && (rule != kDepthLE || depth[sl] <= d);
+            const bool ok = valid[sl] == 1 && (rule != kDepthLE || depth[sl] <= d);  // private keys: below
             pre[(size_t)d * (S + 1) + k + 1] = pre[(size_t)d * (S + 1) + k] + ok;
           }
       }
@@ -104,6 +104,7 @@ class KvStore {
         if (order[b * S + mid] <= order[q]) lo = mid + 1; else hi = mid;
       }
       total += pre[(size_t)(rule == kDepthLE ? depth[q] : 0) * (S + 1) + lo];
+      total += valid[q] == 2;  // a private key is seen by its own query only
     }
     return total;
   }

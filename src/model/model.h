@@ -154,7 +154,8 @@ class Model {
 
   // ---- one pass of the block stack -------------------------------------
   // x_in (N, D) backend memory; the rows' K/V are written to `kv` and their
-  // slots marked valid. Activations come from the arena (valid until reset).
+  // slots marked valid (1, or 2 = private for plan.private_keys). Activations
+  // come from the arena (valid until reset).
   PassActs forward_pass(const PassPlan& plan, KvStore<Bk>& kv, const T* x_in) {
     check(plan.B == kv.B && plan.S == kv.S, "pass plan does not match its KV store");
     const int N = plan.n(), D = cfg.dim, F = cfg.hidden, H = cfg.heads, hs = cfg.head_dim();
@@ -171,11 +172,12 @@ class Model {
       check(plan.pos[i] >= 0 && plan.pos[i] < cfg.max_seq,
             "position " + std::to_string(plan.pos[i]) + " is beyond the model context " + std::to_string(cfg.max_seq));
     a.nkv = plan.kv_rows.empty() ? N : (int)plan.kv_rows.size();
+    const int mark = plan.private_keys ? 2 : 1;  // 2: visible to the slot's own query only
     if (plan.kv_rows.empty()) {
-      for (int i = 0; i < N; i++) kv.valid[plan.slot[i]] = 1;
+      for (int i = 0; i < N; i++) kv.valid[plan.slot[i]] = mark;
     } else {
       std::vector<int> slots;
-      for (int r : plan.kv_rows) slots.push_back(plan.slot[r]), kv.valid[plan.slot[r]] = 1;
+      for (int r : plan.kv_rows) slots.push_back(plan.slot[r]), kv.valid[plan.slot[r]] = mark;
       for (int i = 0; i < N; i++) check(kv.valid[plan.slot[i]], "a row that does not write its key needs a valid slot");
       a.kv_rows = arena.template alloc<int>(a.nkv);
       a.kv_slots = arena.template alloc<int>(a.nkv);

@@ -22,6 +22,11 @@ struct PassPlan {
   // must already hold a valid key (AdaPonderLM's masked reference mode, where
   // a halted token's row is computed but the keys others see are reused).
   std::vector<int> kv_rows;
+  // The rows' keys are private: marked valid = 2 in the store, each is seen
+  // by its own row's query only, never by another row of this or a later
+  // pass (TaH2's lookahead rows: they see the executed keys, nobody sees
+  // them). The method clears those slots (valid = 0) once the pass is done.
+  bool private_keys = false;
 
   int n() const { return (int)slot.size(); }
 

@@ -8,6 +8,9 @@
 //     valid[k]  and  order[k] <= order[q]  and  the rule's condition on depth:
 //       AnyDepth: none;   DepthLE: depth[k] <= depth[q];
 //       OwnGroup: depth[k] < 0 or depth[k] == depth[q]
+//     and, for a private key (valid[k] == 2), k == q: the key is visible to the
+//     query of its own slot only (TaH2's lookahead rows, whose keys no other
+//     query may see; model.h writes them for a PassPlan with private_keys).
 // This covers every pattern the methods need (DESIGN / methods.md 0.3):
 //   causal (standard, looped, ponder: one store per pass, order = position),
 //   interleaved (pause, CYB: order = index in the flattened sequence),
@@ -29,13 +32,14 @@ enum DepthRule : int { kAnyDepth = 0, kDepthLE = 1, kOwnGroup = 2 };
 struct KeyMeta {
   const int* order;  // (B*S)
   const int* depth;  // (B*S)
-  const int* valid;  // (B*S) 1 = slot holds a computed key/value
+  const int* valid;  // (B*S) 0 = empty, 1 = slot holds a computed key/value, 2 = the same, private
   int S;             // slots per sequence
   int rule;          // DepthRule
 
   // qslot and kslot are global slot indices (b*S + s) of the same sequence b.
   HD bool visible(int qslot, int kslot) const {
     if (!valid[kslot]) return false;
+    if (valid[kslot] == 2 && kslot != qslot) return false;  // private: its own query only
     if (order[kslot] > order[qslot]) return false;
     if (rule == kDepthLE && depth[kslot] > depth[qslot]) return false;
     if (rule == kOwnGroup && depth[kslot] >= 0 && depth[kslot] != depth[qslot]) return false;

@@ -18,6 +18,7 @@
   X class AdaPonderMethod<B>;     \
   X class CybMethod<B>;           \
   X class LatentCotMethod<B>;     \
+  X class TahMethod<B>;           \
   X class Trainer<B>;
 
 namespace ada {
