@@ -11,7 +11,7 @@
 #include "methods/registry.h"
 #include "train/atomic_file.h"
 #include "train/checkpoint.h"
-#include "train/json.h"
+#include "core/json.h"
 #include "train/safetensors.h"
 #include "workflow_util.h"
 

@@ -15,7 +15,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluation.h"
 #include "train/generation.h"
-#include "train/json.h"
+#include "core/json.h"
 #include "train/svg_plot.h"
 #include "train/trainer.h"
 #include "workflow_util.h"

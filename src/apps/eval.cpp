@@ -16,7 +16,7 @@
 #include "train/atomic_file.h"
 #include "train/checkpoint.h"
 #include "train/evaluation.h"
-#include "train/json.h"
+#include "core/json.h"
 #include "train/metrics.h"
 
 using namespace ada;

@@ -1,13 +1,15 @@
-// GPT-2 tokenizer: file loading (a small JSON reader for encoder.json, the
-// byte-to-unicode map) and encoding through the shared BpeEncoder.
+// GPT-2 tokenizer: file loading (encoder.json through the project's JSON
+// parser, the byte-to-unicode map) and encoding through the shared BpeEncoder.
 #include "text/gpt2_tokenizer.h"
 
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
 #include <unordered_map>
 
 #include "core/common.h"
+#include "core/json.h"
 #include "text/utf8.h"
 
 namespace ada {
@@ -37,116 +39,20 @@ std::string read_file(const std::string& path, const std::string& what) {
   return data;
 }
 
-// A cursor over JSON text with error messages that give the byte offset.
-struct JsonReader {
-  const std::string& s;
-  const std::string& what;
-  size_t i = 0;
-
-  [[noreturn]] void error(const std::string& msg) const {
-    fail(what + ": " + msg + " at byte " + std::to_string(i));
-  }
-  void skip_space() {
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
-  }
-  void expect(char c) {
-    skip_space();
-    if (i >= s.size() || s[i] != c) error(std::string("expected '") + c + "'");
-    ++i;
-  }
-  uint32_t hex4() {
-    if (i + 4 > s.size()) error("truncated \\u escape");
-    uint32_t v = 0;
-    for (int k = 0; k < 4; ++k, ++i) {
-      const char c = s[i];
-      v <<= 4;
-      if (c >= '0' && c <= '9') v |= c - '0';
-      else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-      else error("bad hex digit in \\u escape");
-    }
-    return v;
-  }
-  // A JSON string, returned as UTF-8.
-  std::string string() {
-    expect('"');
-    std::string out;
-    while (true) {
-      if (i >= s.size()) error("unterminated string");
-      const char c = s[i++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) error("control character in string");
-      if (c != '\\') {
-        out += c;  // raw UTF-8 bytes pass through
-        continue;
-      }
-      if (i >= s.size()) error("unterminated string");
-      const char e = s[i++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          uint32_t cp = hex4();
-          if (cp >= 0xD800 && cp <= 0xDBFF) {  // high surrogate: a low one must follow
-            if (i + 2 > s.size() || s[i] != '\\' || s[i + 1] != 'u') error("unpaired surrogate escape");
-            i += 2;
-            const uint32_t lo = hex4();
-            if (lo < 0xDC00 || lo > 0xDFFF) error("unpaired surrogate escape");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            error("unpaired surrogate escape");
-          }
-          utf8_append(out, cp);
-          break;
-        }
-        default: error(std::string("unknown escape \\") + e);
-      }
-    }
-  }
-  int64_t integer() {
-    skip_space();
-    const size_t start = i;
-    int64_t v = 0;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9' && i - start < 12) v = v * 10 + (s[i++] - '0');
-    if (i == start) error("expected a non-negative integer");
-    if (i < s.size() && s[i] >= '0' && s[i] <= '9') error("integer too large");
-    return v;
-  }
-};
-
 }  // namespace
 
 std::vector<std::pair<std::string, int64_t>> parse_json_string_to_int(const std::string& json,
                                                                       const std::string& what) {
-  JsonReader r{json, what};
+  const Json doc = parse_json(json, what);  // the project's strict parser (core/json.h)
+  check(doc.is(Json::Type::Object), what + ": expected a JSON object {\"token\": id, ...}");
   std::vector<std::pair<std::string, int64_t>> out;
-  r.expect('{');
-  r.skip_space();
-  if (r.i < json.size() && json[r.i] == '}') {
-    ++r.i;
-  } else {
-    while (true) {
-      std::string key = r.string();
-      r.expect(':');
-      const int64_t value = r.integer();
-      out.emplace_back(std::move(key), value);
-      r.skip_space();
-      if (r.i < json.size() && json[r.i] == ',') {
-        ++r.i;
-        continue;
-      }
-      r.expect('}');
-      break;
-    }
+  out.reserve(doc.members.size());
+  for (const auto& [key, value] : doc.members) {
+    uint64_t id = 0;
+    check(value.to_u64(&id) && id <= uint64_t(INT64_MAX),
+          what + ": the id of token " + json_quote(key) + " is not a non-negative integer");
+    out.emplace_back(key, int64_t(id));
   }
-  r.skip_space();
-  if (r.i != json.size()) r.error("unexpected data after the object");
   return out;
 }
 

@@ -10,7 +10,7 @@
 #include <system_error>
 
 #include "train/atomic_file.h"
-#include "train/json.h"
+#include "core/json.h"
 
 namespace fs = std::filesystem;
 

@@ -7,23 +7,6 @@
 
 namespace ada {
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += (char)c;
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      o += buf;
-    } else {
-      o += (char)c;
-    }
-  }
-  return o;
-}
-
 void JsonLine::key(const std::string& k) {
   if (!body_.empty()) body_ += ", ";
   body_ += "\"" + json_escape(k) + "\": ";

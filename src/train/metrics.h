@@ -1,6 +1,7 @@
 // Run logging: one JSON object per line (metrics.jsonl) and the human
 // progress line (step, loss, val loss, tokens/s, ETA).
 #pragma once
+#include "core/json.h"
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -21,7 +22,6 @@ class JsonLine {
   std::string body_;
 };
 
-std::string json_escape(const std::string& s);
 
 // Appends lines to a file, flushing each so a crash loses nothing.
 class MetricsLog {

@@ -8,7 +8,7 @@
 
 #include "core/common.h"
 #include "train/atomic_file.h"
-#include "train/json.h"
+#include "core/json.h"
 
 // The data section is copied to and from memory as is, so the host must use
 // the format's byte order.

@@ -10,7 +10,7 @@
 
 #include "core/common.h"
 #include "train/atomic_file.h"
-#include "train/json.h"
+#include "core/json.h"
 #include "train/metrics.h"
 
 namespace ada {

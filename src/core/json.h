@@ -1,5 +1,5 @@
 // A small, strict JSON parser (RFC 8259) for the documents this project reads:
-// safetensors headers and the lines of metrics.jsonl. Strict means: exactly
+// safetensors headers, the lines of metrics.jsonl and GPT-2's encoder.json. Strict means: exactly
 // one value, no trailing commas, no comments, no NaN/Infinity, no duplicate
 // object keys, no control characters inside strings, valid escapes and valid
 // UTF-8. Every error names the source and the byte offset of the problem.
@@ -33,6 +33,8 @@ struct Json {
 // "<source>: <problem> at byte <offset>".
 Json parse_json(std::string_view text, const std::string& source);
 
+// s with '"', '\\' and control characters escaped (no quotes added).
+std::string json_escape(const std::string& s);
 // A JSON string literal (quotes included) for s.
 std::string json_quote(const std::string& s);
 
