@@ -3,8 +3,13 @@
 #pragma once
 #include <functional>
 
+#include <memory>
+
+#include "backend/cpu_backend.h"
+#include "core/config.h"
 #include "core/rng.h"
 #include "methods/method.h"
+#include "model/model.h"
 
 namespace ada::test {
 
@@ -32,5 +37,24 @@ void random_params(Model<Bk>& m, uint64_t seed,
     }
   m.be.to_device(m.params.data(), host.data(), host.size());
 }
+
+// The fixture the method test files build on: one method on the "test"
+// config in double precision, a batch (set by the test) and its loss.
+template <class Method>
+struct MethodCase {
+  using Bd = CpuBackend<double>;
+  Bd be;
+  std::unique_ptr<Method> method;
+  std::unique_ptr<Model<Bd>> m;
+  Batch b;
+  template <class Options>
+  explicit MethodCase(const Options& o)
+      : method(std::make_unique<Method>(o)), m(make_model(be, preset_config("test"), *method)) {}
+  double loss() {
+    m->arena.reset();
+    method->forward(*m, b, false);
+    return method->stats(*m).loss;
+  }
+};
 
 }  // namespace ada::test

@@ -16,28 +16,16 @@ using Bd = CpuBackend<double>;
 
 namespace {
 
-struct AdaCase {
-  Bd be;
-  std::unique_ptr<AdaPonderMethod<Bd>> method;
-  std::unique_ptr<Model<Bd>> m;
-  Batch b;
-  AdaCase(AdaPonderOptions o, uint64_t seed, double gate_spread = 3.0) {
-    method = std::make_unique<AdaPonderMethod<Bd>>(o);
-    ModelConfig cfg = preset_config("test");
-    m = make_model(be, cfg, *method);
+struct AdaCase : MethodCase<AdaPonderMethod<Bd>> {
+  AdaCase(AdaPonderOptions o, uint64_t seed, double gate_spread = 3.0) : MethodCase(o) {
     random_params(*m, seed, [&](const ParamInfo& p, double v) {
       // gate output weights large enough that gates spread over (0, 1)
       if (p.name.find(".w2") != std::string::npos) return v * gate_spread;
       if (p.name.find(".b2") != std::string::npos) return 0.5;
       return v;
     });
-    b = random_batch(2, 7, cfg.vocab, seed + 1);
+    b = random_batch(2, 7, m->cfg.vocab, seed + 1);
     b.targets[4] = -1;
-  }
-  double loss() {
-    m->arena.reset();
-    method->forward(*m, b, false);
-    return method->stats(*m).loss;
   }
   std::vector<double> grads() {
     m->zero_grads();

@@ -14,23 +14,11 @@ using Bd = CpuBackend<double>;
 
 namespace {
 
-struct CybCase {
-  Bd be;
-  std::unique_ptr<CybMethod<Bd>> method;
-  std::unique_ptr<Model<Bd>> m;
-  Batch b;
-  CybCase(CybOptions o, uint64_t seed, double dk_scale = 1.0) {
-    method = std::make_unique<CybMethod<Bd>>(o);
-    ModelConfig cfg = preset_config("test");
-    m = make_model(be, cfg, *method);
+struct CybCase : MethodCase<CybMethod<Bd>> {
+  CybCase(CybOptions o, uint64_t seed, double dk_scale = 1.0) : MethodCase(o) {
     random_params(*m, seed, [&](const ParamInfo& p, double v) { return p.name == "cyb.dk_head.weight" ? v * dk_scale : v; });
-    b = random_batch(2, 5, cfg.vocab, seed + 1);
+    b = random_batch(2, 5, m->cfg.vocab, seed + 1);
     b.targets[2] = -1;
-  }
-  double loss() {
-    m->arena.reset();
-    method->forward(*m, b, false);
-    return method->stats(*m).loss;
   }
   void check_all_grads() {
     m->zero_grads();

@@ -17,14 +17,8 @@ using Bd = CpuBackend<double>;
 
 namespace {
 
-struct LatentCase {
-  Bd be;
-  std::unique_ptr<LatentCotMethod<Bd>> method;
-  std::unique_ptr<Model<Bd>> m;
-  Batch b;
-  LatentCase(LatentCotOptions o, uint64_t seed) {
-    method = std::make_unique<LatentCotMethod<Bd>>(o);
-    m = make_model(be, preset_config("test"), *method);
+struct LatentCase : MethodCase<LatentCotMethod<Bd>> {
+  LatentCase(LatentCotOptions o, uint64_t seed) : MethodCase(o) {
     random_params(*m, seed, [](const ParamInfo& p, double v) {
       if (p.name == "latent_cot.router.w2") return v * 4;  // routers that differ between tokens
       if (p.name == "latent_cot.router.b2") return 0.5;
@@ -32,11 +26,6 @@ struct LatentCase {
     });
     b = random_batch(2, 6, m->cfg.vocab, seed + 1);
     b.targets[3] = -1;
-  }
-  double loss() {
-    m->arena.reset();
-    method->forward(*m, b, false);
-    return method->stats(*m).loss;
   }
   void check(const std::vector<std::string>& only = {}) {
     m->zero_grads();

@@ -20,24 +20,13 @@ using Bd = CpuBackend<double>;
 
 namespace {
 
-struct TahCase {
-  Bd be;
-  std::unique_ptr<TahMethod<Bd>> method;
-  std::unique_ptr<Model<Bd>> m;
-  Batch b;
-  TahCase(TahOptions o, uint64_t seed, int B, int T, double score_scale) {
-    method = std::make_unique<TahMethod<Bd>>(o);
-    m = make_model(be, preset_config("test"), *method);
+struct TahCase : MethodCase<TahMethod<Bd>> {
+  TahCase(TahOptions o, uint64_t seed, int B, int T, double score_scale) : MethodCase(o) {
     random_params(*m, seed, [&](const ParamInfo& p, double v) {
       return p.name == "tah.decider.score.weight" ? v * score_scale : v;  // deciders that differ between tokens
     });
     b = random_batch(B, T, m->cfg.vocab, seed + 1);
     b.targets[3] = -1;
-  }
-  double loss() {
-    m->arena.reset();
-    method->forward(*m, b, false);
-    return method->stats(*m).loss;
   }
   // min |g - tau_exit| over every decider output of the last forward
   double margin() const {
