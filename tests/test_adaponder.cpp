@@ -144,7 +144,8 @@ TEST(AdaPonder, PrunedTokensReuseTheirLastKeysAndPrediction) {
   s.m->arena.reset();
   KvStore<Bd> kv;
   kv.init(s.be, s.m->arena, 2, 7, s.m->cfg.layers, D, kAnyDepth, false);
-  double* e0 = s.m->embed(s.b.inputs, 2.0 * std::sqrt((double)D));
+  ASSERT_DOUBLE_EQ(s.m->embed_scale, 2.0 * std::sqrt((double)D));  // e^0 = s0 sqrt(D) E[x], s0 = K = 2
+  double* e0 = s.m->embed(s.b.inputs);
   auto ro = s.m->readout_forward(s.m->forward_pass(PassPlan::dense(2, 7, 7), kv, e0).out(), 14);
   std::vector<double> ref;
   probabilities_to_host(*s.m, ro.logits, 14, ref);

@@ -5,11 +5,14 @@
 //   ./compare --methods standard,looped,ponder,pause --steps 400
 //   ./compare --methods ponder,adaponder,adaponder:policy=uniform:policy-passes=auto
 //
-// A method spec is `name[:flag=value]...` with the method flags of
-// train_cpu (without the leading dashes). `policy-passes=auto` takes the
+// A method spec is `name[:flag=value]...` with any flag of train_cpu
+// (without the leading dashes): method options (tau=1e-3), and the run's own
+// (embed-scale=latent_cot, init-from=runs/std, steps=300) for the controls. `policy-passes=auto` takes the
 // average passes per token that the last learned-gate adaponder run of the
 // same comparison measured on validation data: the fixed pruning policies are
-// then compared with it at equal FLOPs.
+// then compared with it at equal FLOPs. `policy-hist=auto` likewise takes
+// that run's per-pass exit histogram (adaponder:policy=matched:policy-hist=auto:
+// random tokens exit when the learned gates' tokens did).
 //
 // --reuse: a method whose output directory already holds a finished run (its
 // `latest` checkpoint at step --steps) is not trained again; its parameters
@@ -47,21 +50,33 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 // Applies "name:flag=value:..." to a copy of the options.
-TrainOptions options_for(const TrainOptions& base, const std::string& spec, double auto_passes) {
+TrainOptions options_for(const TrainOptions& base, const std::string& spec, double auto_passes,
+                         const std::string& auto_hist) {
   TrainOptions o = base;
   auto parts = split(spec, ':');
   check(!parts.empty(), "empty method spec in --methods");
   o.method = parts[0];
-  std::string overrides;
+  std::vector<std::string> args = {"compare"};
   for (size_t i = 1; i < parts.size(); i++) {
     std::string a = parts[i];
     if (a == "policy-passes=auto") {
       check(auto_passes > 0, "policy-passes=auto needs a learned adaponder run earlier in --methods");
       a = "policy-passes=" + std::to_string(auto_passes);
     }
-    overrides += a + ",";
+    if (a == "policy-hist=auto") {
+      check(!auto_hist.empty(), "policy-hist=auto needs a learned adaponder run earlier in --methods");
+      a = "policy-hist=" + auto_hist;
+    }
+    check(a.find('=') != std::string::npos, "method spec '" + spec + "': '" + a + "' needs the form flag=value");
+    args.push_back("--" + a);
   }
-  apply_method_overrides(o.method_opts, overrides);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  Flags f("compare", "");
+  add_train_flags(f, o);
+  f.parse((int)argv.size(), argv.data());
+  check(f.positional().empty(), "bad method spec '" + spec + "'");
+  o.validate();
   return o;
 }
 
@@ -81,6 +96,27 @@ void inference_cost(Trainer<Bk>& tr, const TokenSource& val, const TrainOptions&
   }
   *flops = f / tok;
   *passes = p / tok;
+}
+
+// The per-pass exit histogram "f1/f2/.../f{K+1}" of a trained adaponder on the
+// fixed validation batches (its exit_i statistics, token-weighted).
+std::string exit_histogram(Trainer<Bk>& tr, const TokenSource& val, const TrainOptions& o) {
+  std::vector<double> h(o.method_opts.ponder_steps + 1, 0.0);
+  for (int i = 0; i < o.eval_batches; i++) {
+    tr.model().arena.reset();
+    Batch b = eval_batch(val, o.batch, o.seq, i, o.eval_batches);
+    tr.method().forward(tr.model(), b, false);
+    for (auto& kv : tr.method().stats(tr.model()).halting)
+      for (size_t k = 0; k < h.size(); k++)
+        if (kv.first == "exit_" + std::to_string(k + 1)) h[k] += kv.second;
+  }
+  std::string s;
+  for (double v : h) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", v / o.eval_batches);
+    s += (s.empty() ? "" : "/") + std::string(buf);
+  }
+  return s;
 }
 
 // The checkpoint of a finished run in `dir` (step == steps), or "".
@@ -122,8 +158,9 @@ int main(int argc, char** argv) {
     std::vector<Row> rows;
     std::vector<RunCurves> curves;
     double learned_passes = 0;
+    std::string learned_hist;
     for (const std::string& spec : split(methods, ',')) {
-      TrainOptions o = options_for(base, spec, learned_passes);
+      TrainOptions o = options_for(base, spec, learned_passes, learned_hist);
       std::string label = spec;
       for (char& c : label)
         if (c == ':' || c == '=' || c == '/') c = '_';
@@ -145,7 +182,11 @@ int main(int argc, char** argv) {
         r.train_flops = res.train_flops, r.seconds = res.seconds, r.tok_s = res.tokens / res.seconds;
       }
       inference_cost(tr, *data.val, o, &r.infer_flops, &r.passes);
-      if (o.method == "adaponder" && o.method_opts.ada.policy == "gates") learned_passes = r.passes;
+      if (o.method == "adaponder" && o.method_opts.ada.policy == "gates") {
+        learned_passes = r.passes;
+        learned_hist = exit_histogram(tr, *data.val, o);
+        std::printf("learned exit histogram (passes 1..K+1): %s\n", learned_hist.c_str());
+      }
       rows.push_back(r);
       curves.push_back(read_run_curves(o.out + "/metrics.jsonl", spec));
     }

@@ -3,6 +3,9 @@
 //   ./eval --ckpt runs/standard-tiny                        # its validation split, as the trainer measured it
 //   ./eval --ckpt runs/ponder-tiny/ckpt_200 --batches 0      # every validation token once
 //   ./eval --ckpt runs/standard-tiny --data other.txt --split all --json eval.json
+//   ./eval --ckpt runs/std --batches 0 --per-token std.csv            # every token's NLL and passes
+//   ./eval --ckpt runs/latent --batches 0 --paired std.csv            # per-token NLL against that run,
+//                                                                     # overall and by passes used
 // Defaults (data, tokenizer, batch, seq, number of batches, validation
 // fraction) are the checkpoint's training options, so that by default the
 // loss equals the run's last logged val_loss.
@@ -10,6 +13,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <map>
 
 #include "train/cpu_instances.h"
 #include "text/dataset.h"
@@ -24,7 +29,7 @@ using namespace ada;
 namespace {
 
 struct EvalOptions {
-  std::string ckpt, data, split = "val", tokenizer, json, overrides;
+  std::string ckpt, data, split = "val", tokenizer, json, overrides, per_token, paired;
   int batch = 16, seq = 128, batches = 8, threads = 0;
   double val_fraction = 0.1;
 };
@@ -40,6 +45,57 @@ bool is_text_spec(const std::string& spec) {
   std::error_code ec;
   const bool bin = spec.size() >= 4 && spec.compare(spec.size() - 4, 4, ".bin") == 0;
   return !std::filesystem::is_directory(spec, ec) && spec.find_first_of("*?[") == std::string::npos && !bin;
+}
+
+// --per-token file: one line per evaluated token, "nll,passes", in evaluation
+// order (the same for every checkpoint evaluated with the same data, split,
+// --seq, --batch and --batches).
+void write_per_token(const std::string& path, const EvalReport& r) {
+  std::string s = "nll,passes\n";
+  char buf[64];
+  for (size_t i = 0; i < r.nll.size(); i++) {
+    std::snprintf(buf, sizeof buf, "%.9g,%.6g\n", r.nll[i], r.passes[i]);
+    s += buf;
+  }
+  write_file_atomic(path, s);
+}
+
+std::vector<double> read_per_token_nll(const std::string& path, size_t expect) {
+  std::ifstream f(path);
+  check(f.good(), "--paired: cannot read " + path);
+  std::string line;
+  check(std::getline(f, line) && line == "nll,passes", "--paired: " + path + " is not a per-token file of eval --per-token");
+  std::vector<double> v;
+  while (std::getline(f, line)) {
+    char* end = nullptr;
+    const double x = std::strtod(line.c_str(), &end);
+    check(end != line.c_str() && *end == ',' && std::isfinite(x),
+          "--paired: " + path + " line " + std::to_string(v.size() + 2) + " is not 'nll,passes'");
+    v.push_back(x);
+  }
+  check(v.size() == expect, "--paired: " + path + " has " + std::to_string(v.size()) + " tokens but this evaluation has " +
+                                std::to_string(expect) + " (evaluate both with the same data, --seq, --batch and --batches)");
+  return v;
+}
+
+// Mean and standard error of the per-token difference a - b over the tokens in `sel`.
+struct PairedStat {
+  long long n = 0;
+  double mean_a = 0, mean_b = 0, diff = 0, se = 0;
+};
+PairedStat paired(const std::vector<double>& a, const std::vector<double>& b, const std::vector<size_t>& sel) {
+  PairedStat p;
+  p.n = (long long)sel.size();
+  if (sel.empty()) return p;
+  double sd = 0, sd2 = 0;
+  for (size_t i : sel) {
+    const double d = a[i] - b[i];
+    p.mean_a += a[i], p.mean_b += b[i], sd += d, sd2 += d * d;
+  }
+  p.mean_a /= p.n, p.mean_b /= p.n, p.diff = sd / p.n;
+  const double var = p.n > 1 ? (sd2 - sd * sd / p.n) / (p.n - 1) : 0;
+  p.se = std::sqrt(std::max(var, 0.0) / p.n);
+  return p;
 }
 
 std::string num(double x) {
@@ -66,6 +122,10 @@ int main(int argc, char** argv) {
     flags.add("--method-overrides", &o.overrides,
               "change the method's behaviour, not its parameters, e.g. tau=1e-3,compaction=0 (method flags without --)");
     flags.add("--threads", &o.threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)");
+    flags.add("--per-token", &o.per_token, "write every evaluated token's NLL and passes to this CSV file");
+    flags.add("--paired", &o.paired,
+              "a --per-token file of another run on the same tokens: report the per-token NLL difference (this - that) "
+              "with its standard error, overall and by the passes this run used");
     if (!flags.parse(argc, argv)) return 0;
     check(flags.positional().empty(), "unexpected argument '" + (flags.positional().empty() ? std::string() : flags.positional()[0]) + "'");
     check(!o.ckpt.empty(), "--ckpt is required (a run's output directory or a ckpt_<step> directory)");
@@ -142,6 +202,26 @@ int main(int argc, char** argv) {
       std::printf("\ncorr(passes, NLL)  n/a (every token used the same number of passes)\n");
     else
       std::printf("\ncorr(passes, NLL)  %.4f (Pearson, over tokens)\n", corr);
+
+    if (!o.per_token.empty()) {
+      write_per_token(o.per_token, r);
+      std::printf("per-token   %s (%zu tokens)\n", o.per_token.c_str(), r.nll.size());
+    }
+    if (!o.paired.empty()) {
+      const std::vector<double> other = read_per_token_nll(o.paired, r.nll.size());
+      std::vector<size_t> all(r.nll.size());
+      for (size_t i = 0; i < all.size(); i++) all[i] = i;
+      auto line = [&](const std::string& what, const std::vector<size_t>& sel) {
+        const PairedStat p = paired(r.nll, other, sel);
+        std::printf("  %-14s %9lld tokens  this %.4f  that %.4f  diff %+.4f +- %.4f (s.e.)\n", what.c_str(), p.n,
+                    p.mean_a, p.mean_b, p.diff, p.se);
+      };
+      std::printf("paired with %s (per-token NLL, this run minus that one):\n", o.paired.c_str());
+      line("all tokens", all);
+      std::map<long long, std::vector<size_t>> by;
+      for (size_t i = 0; i < r.passes.size(); i++) by[std::llround(r.passes[i])].push_back(i);
+      for (auto& kv : by) line(std::to_string(kv.first) + " passes", kv.second);
+    }
 
     if (!o.json.empty()) {
       std::string j = "{\"checkpoint\": " + json_quote(ck.dir) + ", \"step\": " + std::to_string(ck.meta.step) +

@@ -22,6 +22,7 @@ void ModelConfig::validate() const {
                                  std::to_string(head_dim()) + ")");
   check(rope_theta > 0, "rope theta must be positive");
   check(norm_eps > 0, "norm eps must be positive");
+  check(embed_scale >= 0 && embed_scale <= 1e4, "--embed-scale must be in [0, 1e4] (0 = the method's own scale)");
 }
 
 long long ModelConfig::num_block_matmul_params() const {
@@ -42,7 +43,9 @@ long long ModelConfig::num_params() const {
 std::string ModelConfig::describe() const {
   std::ostringstream s;
   s << name << ": V=" << vocab << " D=" << dim << " L=" << layers << " H=" << heads << " F=" << hidden
-    << " ctx=" << max_seq << (tied ? " tied" : " untied") << ", " << num_params() << " params";
+    << " ctx=" << max_seq  << (tied ? " tied" : " untied");
+  if (embed_scale > 0) s << " embed-scale=" << embed_scale;
+  s << ", " << num_params() << " params";
   return s.str();
 }
 

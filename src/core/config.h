@@ -22,6 +22,11 @@ struct ModelConfig {
   bool tied = false;        // output head shares the embedding table
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
+  // Scale of the token embeddings at the input, x = embed_scale * E[x]. 0 means
+  // "the method's own" (1 for standard, K sqrt(D) for ponder, sqrt(2.5 D) for
+  // latent_cot, ...: Method::default_embed_scale); a positive value overrides
+  // it for every method, so a control can give standard another method's scale.
+  double embed_scale = 0;
 
   int head_dim() const { return dim / heads; }
   // Throws ada::Error naming the first impossible value.

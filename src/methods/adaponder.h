@@ -29,7 +29,10 @@
 // the masked reference the tests compare compaction against.
 // --policy uniform|geometric replaces the gates by fixed, gate-free pruning
 // schedules with the same average depth (--policy-passes): the iso-FLOPs
-// baselines of the paper.
+// baselines of the paper. --policy matched exits tokens at random with a given
+// per-pass exit histogram (--policy-hist, e.g. the learned gates' histogram
+// that `eval` reports as exit_1..exit_{K+1}): the control that isolates *which*
+// tokens the gates stop from *when* they stop them.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -51,8 +54,9 @@ struct AdaPonderOptions {
   long long k_warmup = -1;     // steps over which k ramps up (-1: 20% of the run)
   int gate_hidden = 0;         // D_g (0: D/4)
   double gate_bias = 4.0;      // initial gate bias: s ~ 0.98, start as PonderLM
-  std::string policy = "gates";  // gates | uniform | geometric
-  double policy_passes = 0;    // fixed policies: target average passes per token
+  std::string policy = "gates";  // gates | uniform | geometric | matched
+  double policy_passes = 0;    // uniform/geometric: target average passes per token
+  std::string policy_hist;     // matched: fractions of tokens exiting after pass 1..K+1 (f1/f2/.../fK+1)
   bool compaction = true;      // compute only active rows
 };
 
@@ -102,7 +106,16 @@ inline double hash_uniform(uint64_t a, uint64_t b, uint64_t c) {
 //              each), the rest run all K+1:  avg = (K+1) - f K (K+1) / 2
 //   geometric: after each pass i <= K a running token exits with probability q:
 //              avg = sum_{j=0..K} (1-q)^j
-inline int fixed_policy_exit(const std::string& policy, double avg, int K, uint64_t salt, uint64_t token) {
+//   matched:   exit after pass i with probability f_i (cdf: the cumulative
+//              f_1..f_{K+1}, from policy_hist_cdf)
+inline int fixed_policy_exit(const std::string& policy, double avg, int K, uint64_t salt, uint64_t token,
+                             const std::vector<double>* cdf = nullptr) {
+  if (policy == "matched") {
+    const double u = hash_uniform(salt, token, 0);
+    for (int i = 0; i < K; i++)
+      if (u < (*cdf)[i]) return i + 1;
+    return K + 1;
+  }
   if (policy == "uniform") {
     const double f = std::clamp(((K + 1) - avg) * 2.0 / (K * (K + 1.0)), 0.0, 1.0 / K);
     const double u = hash_uniform(salt, token, 0);
@@ -121,6 +134,34 @@ inline int fixed_policy_exit(const std::string& policy, double avg, int K, uint6
   return K + 1;
 }
 
+// --policy-hist "f1/f2/.../f{K+1}" -> cumulative fractions (normalised to sum 1).
+// Separated by '/' (not ',') so that a spec fits inside --method-overrides.
+inline std::vector<double> policy_hist_cdf(const std::string& spec, int K) {
+  std::vector<double> f;
+  std::string cur;
+  for (char ch : spec + "/") {
+    if (ch != '/') {
+      cur += ch;
+      continue;
+    }
+    char* end = nullptr;
+    const double v = std::strtod(cur.c_str(), &end);
+    check(!cur.empty() && *end == 0 && std::isfinite(v) && v >= 0,
+          "--policy-hist must be K+1 fractions >= 0 separated by '/' (got '" + spec + "')");
+    f.push_back(v);
+    cur.clear();
+  }
+  check((int)f.size() == K + 1, "--policy-hist needs K+1 = " + std::to_string(K + 1) + " fractions (one per pass), got " +
+                                    std::to_string(f.size()) + " in '" + spec + "'");
+  double total = 0;
+  for (double v : f) total += v;
+  check(total > 0, "--policy-hist fractions must not all be 0");
+  std::vector<double> cdf(K + 1);
+  double run = 0;
+  for (int i = 0; i <= K; i++) cdf[i] = (run += f[i] / total);
+  return cdf;
+}
+
 template <class Bk>
 class AdaPonderMethod : public Method<Bk> {
  public:
@@ -133,15 +174,19 @@ class AdaPonderMethod : public Method<Bk> {
     check(o.tau >= 0 && o.tau < 1, "--tau must be in [0, 1)");
     check(o.ponder_k >= 0 && o.ponder_k <= 1, "--ponder-k must be in [0, 1]");
     check(o.lambda >= 0, "--ponder-lambda must be >= 0");
-    check(o.policy == "gates" || o.policy == "uniform" || o.policy == "geometric",
-          "--policy must be gates, uniform or geometric (got '" + o.policy + "')");
-    if (o.policy != "gates")
+    check(o.policy == "gates" || o.policy == "uniform" || o.policy == "geometric" || o.policy == "matched",
+          "--policy must be gates, uniform, geometric or matched (got '" + o.policy + "')");
+    if (o.policy == "matched") cdf_ = policy_hist_cdf(o.policy_hist, o.K);
+    if (o.policy == "uniform" || o.policy == "geometric")
       check(o.policy_passes >= 1 && o.policy_passes <= o.K + 1,
             "--policy-passes must be in [1, K+1] for a fixed policy (got " + std::to_string(o.policy_passes) + ")");
   }
   std::string name() const override { return "adaponder"; }
   int max_passes() const override { return o_.K + 1; }
+  // e^0 = s0 sqrt(D) E[x] with s0 = K, as PonderLM
+  double default_embed_scale(const ModelConfig& c) const override { return o_.K * std::sqrt((double)c.dim); }
   const AdaPonderOptions& options() const { return o_; }
+  const std::vector<double>& policy_cdf() const { return cdf_; }  // matched policy: cumulative exit fractions
 
   static std::string gate_name(int i, const char* what) { return "adaponder.gate." + std::to_string(i) + "." + what; }
 
@@ -181,9 +226,9 @@ class AdaPonderMethod : public Method<Bk> {
     }
     std::vector<int> exit_pass(N_, K + 1);
     if (!gates)
-      for (int t = 0; t < N_; t++) exit_pass[t] = fixed_policy_exit(o_.policy, o_.policy_passes, K, salt, t);
+      for (int t = 0; t < N_; t++) exit_pass[t] = fixed_policy_exit(o_.policy, o_.policy_passes, K, salt, t, &cdf_);
 
-    e0_ = m.embed(b.inputs, T(K) * c, &ids_);  // e^0 = s0 sqrt(D) E[x]
+    e0_ = m.embed(b.inputs, &ids_);  // e^0 = s0 sqrt(D) E[x] (default_embed_scale)
     T* e = e0_;
     for (int i = 0; i <= K; i++) {
       Pass& P = passes_[i];
@@ -288,7 +333,7 @@ class AdaPonderMethod : public Method<Bk> {
       if (i > 0) kv_copy_slots_backward(m.be, m.arena, passes_[i - 1].kv, P.kv, P.reused);
       m.be.scatter_add_rows(de, D, dx, D, P.d_rows, n, D);  // de is now dL/de^{i}
     }
-    m.be.embedding_backward(m.g.embed, ids_, de, N_, D, T(K) * T(std::sqrt((double)D)));
+    m.embed_backward(ids_, de, N_);
   }
 
   // ---------------------------------------------------------------------
@@ -444,6 +489,7 @@ class AdaPonderMethod : public Method<Bk> {
   }
 
   AdaPonderOptions o_;
+  std::vector<double> cdf_;  // --policy matched
   double k_now_ = 0;
   uint64_t salt_ = 0;
   int B_ = 0, T_ = 0, N_ = 0, supervised_ = 0;
@@ -473,9 +519,9 @@ class AdaPonderDecoder : public Decoder<Bk> {
     const AdaPonderOptions& o = meth_.options();
     const int K = o.K, D = m.cfg.dim;
     const T c = T(std::sqrt((double)D));
-    const int exit_fixed = o.policy == "gates" ? 0 : fixed_policy_exit(o.policy, o.policy_passes, K, 0, (uint64_t)t);
+    const int exit_fixed = o.policy == "gates" ? 0 : fixed_policy_exit(o.policy, o.policy_passes, K, 0, (uint64_t)t, &meth_.policy_cdf());
     const PassPlan plan = this->one_row(kv_[0].S, t, t);
-    T* e = m.embed({token}, T(K) * c);
+    T* e = m.embed({token});
     int* one = m.arena.template alloc<int>(1);
     const int one_h = 1;
     m.be.to_device(one, &one_h, 1);

@@ -177,7 +177,7 @@ class CybMethod : public Method<Bk> {
     npause_ = (int)pause.size();
 
     T* x = m.alloc((size_t)rows_ * D);  // E[x_t] at real rows, the pause embedding at pause rows
-    m.be.scatter_rows(x, D, m.embed(b.inputs, T(1), &ids_), D, d_real_, n_, D);
+    m.be.scatter_rows(x, D, m.embed(b.inputs, &ids_), D, d_real_, n_, D);
     T* xp = m.alloc((size_t)npause_ * D);
     m.be.embedding_forward(xp, d_zero_, m.param("pause.embedding"), npause_, D, T(1));
     m.be.scatter_rows(x, D, xp, D, d_pause_, npause_, D);
@@ -226,7 +226,7 @@ class CybMethod : public Method<Bk> {
     m.backward_pass(acts_, kv_, dx);
     T* g = m.alloc((size_t)rows_ * D);
     m.be.gather_rows(g, D, dx, D, d_real_, n_, D);
-    m.be.embedding_backward(m.g.embed, ids_, g, n_, D, T(1));
+    m.embed_backward(ids_, g, n_);
     m.be.gather_rows(g, D, dx, D, d_pause_, npause_, D);
     m.be.embedding_backward(m.grad("pause.embedding"), d_zero_, g, npause_, D, T(1));
   }
@@ -327,7 +327,7 @@ class CybDecoder : public Decoder<Bk> {
       plan.finish();
       T* x = m.alloc((size_t)rows * D);
       for (int k = 0; k < rows; k++)
-        m.be.copy(x + (size_t)k * D, i + k == 0 ? m.embed({token}, T(1)) : m.param("pause.embedding"), D);
+        m.be.copy(x + (size_t)k * D, i + k == 0 ? m.embed({token}) : m.param("pause.embedding"), D);
       auto ro = m.readout_forward(m.forward_pass(plan, kv_, x).out(), rows);
       T* dk = m.alloc(rows);
       m.be.matmul_forward(dk, ro.hn, m.param("cyb.dk_head.weight"), rows, D, 1);

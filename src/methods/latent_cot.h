@@ -91,6 +91,8 @@ class LatentCotMethod : public Method<Bk> {
   }
   std::string name() const override { return "latent_cot"; }
   int max_passes() const override { return o_.K + 1; }
+  // z^0 = sqrt(2.5 D) E[x], PonderLM-2's input scale
+  double default_embed_scale(const ModelConfig& c) const override { return std::sqrt(2.5 * c.dim); }
   const LatentCotOptions& options() const { return o_; }
 
   int router_hidden(const ModelConfig& c) const { return o_.router_hidden > 0 ? o_.router_hidden : std::max(1, c.dim / 4); }
@@ -137,7 +139,7 @@ class LatentCotMethod : public Method<Bk> {
     reach_seen_.clear();
     std::vector<int> live(N_);
     std::iota(live.begin(), live.end(), 0);
-    const T* z = m.embed(b.inputs, T(std::sqrt(2.5 * D)), &ids_);  // rows = live tokens (all at k = 0)
+    const T* z = m.embed(b.inputs, &ids_);  // rows = live tokens (all at k = 0)
     logp_all_ = m.zeros((size_t)M * N_);
     g_all_ = m.zeros((size_t)M * N_);
     for (int k = 0; k <= K; k++) {
@@ -222,7 +224,7 @@ class LatentCotMethod : public Method<Bk> {
       m.backward_pass(s.acts, kv_, dx);  // dx: dL/dz^k of these rows
       dz_next = dx;
     }
-    m.be.embedding_backward(m.g.embed, ids_, dz_next, N_, D, T(std::sqrt(2.5 * D)));
+    m.embed_backward(ids_, dz_next, N_);
   }
 
   StepStats stats(Model<Bk>& m) override {
@@ -344,8 +346,8 @@ class LatentCotDecoder : public Decoder<Bk> {
  protected:
   void run(int token, int t) override {
     Model<Bk>& m = this->m_;
-    const int D = m.cfg.dim, V = m.cfg.vocab;
-    const T* z = m.embed({token}, T(std::sqrt(2.5 * D)));
+    const int V = m.cfg.vocab;
+    const T* z = m.embed({token});
     this->probs_.assign(V, 0.0);
     double reach = 1;
     for (int k = 0; k < M_; k++) {

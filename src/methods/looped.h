@@ -27,7 +27,7 @@ class LoopedMethod : public Method<Bk> {
     const PassPlan plan = PassPlan::dense(b.B, b.T, b.T);
     kv_.assign(K_ + 1, KvStore<Bk>());
     acts_.clear();
-    const T* x = m.embed(b.inputs, T(1), &ids_);
+    const T* x = m.embed(b.inputs, &ids_);
     for (int i = 0; i <= K_; i++) {  // x^{i+1} = Blocks(x^i)
       kv_[i].init(m.be, m.arena, b.B, b.T, m.cfg.layers, m.cfg.dim, kAnyDepth, training);
       acts_.push_back(m.forward_pass(plan, kv_[i], x));
@@ -41,7 +41,7 @@ class LoopedMethod : public Method<Bk> {
     T* dx = m.zeros((size_t)n_ * m.cfg.dim);
     m.readout_backward(ro_, loss_.backward(m, loss_scale), dx);
     for (int i = K_; i >= 0; i--) m.backward_pass(acts_[i], kv_[i], dx);  // dx: d x^{i+1} -> d x^i
-    m.be.embedding_backward(m.g.embed, ids_, dx, n_, m.cfg.dim, T(1));
+    m.embed_backward(ids_, dx, n_);
   }
 
   StepStats stats(Model<Bk>& m) override { return loss_.stats(m, (double)(K_ + 1)); }
@@ -79,7 +79,7 @@ class LoopedDecoder : public Decoder<Bk> {
   void run(int token, int t) override {
     Model<Bk>& m = this->m_;
     const PassPlan plan = this->one_row(kv_[0].S, t, t);
-    const T* x = m.embed({token}, T(1));
+    const T* x = m.embed({token});
     for (auto& kv : kv_) x = m.forward_pass(plan, kv, x).out();
     probabilities_to_host(m, m.readout_forward(x, 1).logits, 1, this->probs_);
   }

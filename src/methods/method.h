@@ -98,6 +98,9 @@ class Method {
   virtual int max_passes() const { return 1; }
   // Declares the method's own tensors (pause embedding, gates, ...).
   virtual void add_params(ParamLayout&, const ModelConfig&) {}
+  // The scale of the token embeddings at the input, x = scale * E[x], that
+  // the method's paper uses (--embed-scale overrides it for any method).
+  virtual double default_embed_scale(const ModelConfig&) const { return 1.0; }
 
   // Training progress, for methods with schedules (AdaPonderLM's two stages
   // and k ramp). The trainer calls it before every step; 0-based.
@@ -125,7 +128,9 @@ std::unique_ptr<Model<Bk>> make_model(Bk& be, const ModelConfig& cfg, Method<Bk>
   add_backbone_params(lay, cfg, method.max_passes());
   method.add_params(lay, cfg);
   lay.finalize();
-  return std::make_unique<Model<Bk>>(be, cfg, std::move(lay));
+  auto m = std::make_unique<Model<Bk>>(be, cfg, std::move(lay));
+  m->embed_scale = cfg.embed_scale > 0 ? cfg.embed_scale : method.default_embed_scale(cfg);
+  return m;
 }
 
 }  // namespace ada

@@ -49,7 +49,7 @@ class PauseMethod : public Method<Bk> {
 
     // input rows: E[x_t] at real rows, the pause embedding at pause rows
     T* x = m.alloc((size_t)nrows_ * D);
-    T* xr = m.embed(b.inputs, T(1), &ids_);
+    T* xr = m.embed(b.inputs, &ids_);
     m.be.scatter_rows(x, D, xr, D, d_real_, n_, D);
     T* xp = m.alloc((size_t)npause_rows_ * D);
     m.be.embedding_forward(xp, d_zero_, m.param("pause.embedding"), npause_rows_, D, T(1));
@@ -72,7 +72,7 @@ class PauseMethod : public Method<Bk> {
     m.backward_pass(acts_, kv_, dx);
     T* g = m.alloc((size_t)nrows_ * D);
     m.be.gather_rows(g, D, dx, D, d_real_, n_, D);
-    m.be.embedding_backward(m.g.embed, ids_, g, n_, D, T(1));
+    m.embed_backward(ids_, g, n_);
     m.be.gather_rows(g, D, dx, D, d_pause_, npause_rows_, D);
     m.be.embedding_backward(m.grad("pause.embedding"), d_zero_, g, npause_rows_, D, T(1));  // sum over pauses
   }
@@ -124,7 +124,7 @@ class PauseDecoder : public Decoder<Bk> {
     for (int k = 0; k < W_; k++) plan.slot.push_back(t * W_ + k), plan.pos.push_back(t);
     plan.finish();
     T* x = m.alloc((size_t)W_ * D);
-    m.be.copy(x, m.embed({token}, T(1)), D);
+    m.be.copy(x, m.embed({token}), D);
     for (int k = 1; k < W_; k++) m.be.copy(x + (size_t)k * D, m.param("pause.embedding"), D);
     auto acts = m.forward_pass(plan, kv_, x);
     auto ro = m.readout_forward(acts.out() + (size_t)(W_ - 1) * D, 1);

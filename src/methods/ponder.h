@@ -28,6 +28,8 @@ class PonderMethod : public Method<Bk> {
   }
   std::string name() const override { return "ponder"; }
   int max_passes() const override { return P_ + 1; }
+  // e^0 = s0 sqrt(D) E[x] with s0 = P
+  double default_embed_scale(const ModelConfig& c) const override { return P_ * std::sqrt((double)c.dim); }
 
   void forward(Model<Bk>& m, const Batch& b, bool training) override {
     m.flops.reset();
@@ -36,7 +38,7 @@ class PonderMethod : public Method<Bk> {
     const PassPlan plan = PassPlan::dense(b.B, b.T, b.T);
     kv_.assign(P_ + 1, KvStore<Bk>());
     acts_.clear(), ro_.clear(), se_.assign(P_, SoftEmbedding<Bk>());
-    T* e = m.embed(b.inputs, T(P_) * c, &ids_);  // e^0 = s0 sqrt(D) E[x]
+    T* e = m.embed(b.inputs, &ids_);  // e^0 = s0 sqrt(D) E[x] (default_embed_scale)
     for (int i = 0; i <= P_; i++) {
       kv_[i].init(m.be, m.arena, b.B, b.T, m.cfg.layers, m.cfg.dim, kAnyDepth, training);
       acts_.push_back(m.forward_pass(plan, kv_[i], e));         // H^{i+1} = F(e^i)
@@ -65,7 +67,7 @@ class PonderMethod : public Method<Bk> {
       m.backward_pass(acts_[i], kv_[i], dh);
       m.be.axpy(de, T(1), dh, nd);  // de = dL/de^i
     }
-    m.be.embedding_backward(m.g.embed, ids_, de, n_, D, T(P_) * T(std::sqrt((double)D)));
+    m.embed_backward(ids_, de, n_);
   }
 
   StepStats stats(Model<Bk>& m) override { return loss_.stats(m, (double)(P_ + 1)); }
@@ -105,7 +107,7 @@ class PonderDecoder : public Decoder<Bk> {
     Model<Bk>& m = this->m_;
     const T c = T(std::sqrt((double)m.cfg.dim));
     const PassPlan plan = this->one_row(kv_[0].S, t, t);
-    T* e = m.embed({token}, T(P_) * c);
+    T* e = m.embed({token});
     for (int i = 0;; i++) {
       auto ro = m.readout_forward(m.forward_pass(plan, kv_[i], e).out(), 1);
       if (i == P_) return probabilities_to_host(m, ro.logits, 1, this->probs_);

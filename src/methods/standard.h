@@ -18,7 +18,7 @@ class StandardMethod : public Method<Bk> {
     m.flops.reset();
     const int N = b.B * b.T;
     kv_.init(m.be, m.arena, b.B, b.T, m.cfg.layers, m.cfg.dim, kAnyDepth, training);
-    x0_ = m.embed(b.inputs, T(1), &ids_);                         // (N, D)
+    x0_ = m.embed(b.inputs, &ids_);                         // (N, D)
     acts_ = m.forward_pass(PassPlan::dense(b.B, b.T, b.T), kv_, x0_);  // causal pass
     ro_ = m.readout_forward(acts_.out(), N);                       // logits (N, V)
     loss_.forward(m, ro_.logits, b.targets);
@@ -31,7 +31,7 @@ class StandardMethod : public Method<Bk> {
     T* dx = m.zeros((size_t)n_ * D);
     m.readout_backward(ro_, dz, dx);
     m.backward_pass(acts_, kv_, dx);
-    m.be.embedding_backward(m.g.embed, ids_, dx, n_, D, T(1));
+    m.embed_backward(ids_, dx, n_);
   }
 
   StepStats stats(Model<Bk>& m) override { return loss_.stats(m, 1.0); }
@@ -71,7 +71,7 @@ class StandardDecoder : public Decoder<Bk> {
  protected:
   void run(int token, int t) override {
     Model<Bk>& m = this->m_;
-    auto acts = m.forward_pass(this->one_row(kv_.S, t, t), kv_, m.embed({token}, T(1)));
+    auto acts = m.forward_pass(this->one_row(kv_.S, t, t), kv_, m.embed({token}));
     probabilities_to_host(m, m.readout_forward(acts.out(), 1).logits, 1, this->probs_);
   }
 

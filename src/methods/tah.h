@@ -29,6 +29,11 @@
 //   c = [delta >= cut],  w = clip(|delta - cut|, 1e-6, 1),  pw^m = clip(#neg / #pos, 0.02, 50)
 //   L_dec = (1/N) sum_m sum_{t in C_m} w BCE_pw(u^m_t, c)      u = the decider's logit
 // L = L_CE + alpha L_dec.
+// --tah-policy fixed is the paper's fixed-depth baseline ("TaH2-fixed"): no
+// decider, every token runs all M depths through the same updater, and the
+// output is the even mixture q_t = (1/M) sum_m q^m_t -- the halting chain above
+// with constant continue probabilities g^m = (M-m)/(M-m+1), which give
+// omega^m = 1/M at every depth (so the same mixture code serves both).
 // Gradients (methods.md 7.3): L_CE reaches every executed q^m and the g^m of the
 // depths a token continued past (the stopping depth's g only gets L_dec):
 //   dL_dec/du = w [pw c (sigmoid(u) - 1) + (1 - c) sigmoid(u)] / N
@@ -54,6 +59,7 @@ struct TahOptions {
   double alpha = 0.05;   // weight of the decider loss L_dec
   double rho = 0.99;     // coverage of the positive gain that the "continue" labels hold
   int hidden = 0;        // decider and updater MLP width F_d (0: D)
+  std::string policy = "decider";  // decider | fixed (every token runs M depths, even mixture)
 };
 
 // ---- per-token arithmetic (one thread per token / row on the GPU) ------------
@@ -157,7 +163,12 @@ class TahMethod : public Method<Bk> {
     check(o.alpha >= 0, "--tah-alpha must be >= 0");
     check(o.rho > 0 && o.rho <= 1, "--tah-rho must be in (0, 1]");
     check(o.hidden >= 0, "--tah-hidden must be >= 0");
+    check(o.policy == "decider" || o.policy == "fixed", "--tah-policy must be decider or fixed (got '" + o.policy + "')");
   }
+  bool fixed() const { return o_.policy == "fixed"; }
+  // The fixed policy's continue probability at depth k + 1 (0-based k < M-1):
+  // g = (M-k-1)/(M-k), so that omega = 1/M at every depth.
+  double fixed_continue(int k) const { return (double)(o_.M - k - 1) / (o_.M - k); }
   std::string name() const override { return "tah"; }
   int max_passes() const override { return o_.M; }
   const TahOptions& options() const { return o_; }
@@ -170,11 +181,13 @@ class TahMethod : public Method<Bk> {
       lay.add(p + ".w_gate_up.weight", {2 * F, D}, Init::Normal, 0.02, true);
       lay.add(p + ".w_down.weight", {D, F}, Init::Normal, 0.02, true);
     };
-    for (const char* n : {"norm_e", "norm_h", "norm_q", "norm_out"}) norm(std::string("tah.decider.") + n + ".weight");
-    for (const char* n : {"proj_e", "proj_h", "proj_q"})
-      lay.add(std::string("tah.decider.") + n + ".weight", {D, D}, Init::Normal, 0.02, true);
-    mlp("tah.decider.mlp");
-    lay.add("tah.decider.score.weight", {1, D}, Init::Normal, 0.01, true);  // w_s ~ N(0, 0.01^2)
+    if (!fixed()) {  // the fixed-depth baseline has no decider
+      for (const char* n : {"norm_e", "norm_h", "norm_q", "norm_out"}) norm(std::string("tah.decider.") + n + ".weight");
+      for (const char* n : {"proj_e", "proj_h", "proj_q"})
+        lay.add(std::string("tah.decider.") + n + ".weight", {D, D}, Init::Normal, 0.02, true);
+      mlp("tah.decider.mlp");
+      lay.add("tah.decider.score.weight", {1, D}, Init::Normal, 0.01, true);  // w_s ~ N(0, 0.01^2)
+    }
     for (const char* n : {"norm_e", "norm_h", "norm_in", "norm_out"}) norm(std::string("tah.updater.") + n + ".weight");
     for (const char* n : {"proj_e", "proj_h"})
       lay.add(std::string("tah.updater.") + n + ".weight", {D, D}, Init::Normal, 0.02, true);
@@ -322,7 +335,7 @@ class TahMethod : public Method<Bk> {
   void forward(Model<Bk>& m, const Batch& b, bool training) override {
     m.flops.reset();
     const int D = m.cfg.dim, V = m.cfg.vocab, M = o_.M;
-    check(V >= D, "tah: the decider reads the top-D probabilities, so --vocab (" + std::to_string(V) +
+    check(fixed() || V >= D, "tah: the decider reads the top-D probabilities, so --vocab (" + std::to_string(V) +
                       ") must be at least --dim (" + std::to_string(D) + ")");
     B_ = b.B, T_ = b.T, N_ = b.B * b.T;
     supervised_ = 0;
@@ -340,7 +353,7 @@ class TahMethod : public Method<Bk> {
     kstar_.assign(N_, 0);
     std::vector<int> live(N_);
     std::iota(live.begin(), live.end(), 0);
-    e_ = m.embed(b.inputs, T(1), &ids_);  // e = E[x] (N, D)
+    e_ = m.embed(b.inputs, &ids_);  // e = E[x] (N, D)
     const T* x = e_;                      // x^1 = e
     logp_all_ = m.zeros((size_t)M * N_);
     g_all_ = m.zeros((size_t)M * N_);
@@ -360,13 +373,19 @@ class TahMethod : public Method<Bk> {
       if (k == M - 1) break;
       s.e = m.alloc((size_t)n * D);
       m.be.gather_rows(s.e, D, e_, D, s.d_rows, n, D);
-      s.dec = decider(m, s.e, s.ro.hn, s.ro.logits, n);
-      m.be.scatter_rows(g_all_ + (size_t)k * N_, 1, s.dec.g, 1, s.d_rows, n, 1);
-      s.g_host.resize(n);
-      m.be.to_host(s.g_host.data(), s.dec.g, n);
+      if (fixed()) {  // constant continue probabilities (every token is live: rows = all N)
+        s.g_host.assign(n, fixed_continue(k));
+        std::vector<T> gk(s.g_host.begin(), s.g_host.end());
+        m.be.to_device(g_all_ + (size_t)k * N_, gk.data(), n);
+      } else {
+        s.dec = decider(m, s.e, s.ro.hn, s.ro.logits, n);
+        m.be.scatter_rows(g_all_ + (size_t)k * N_, 1, s.dec.g, 1, s.d_rows, n, 1);
+        s.g_host.resize(n);
+        m.be.to_host(s.g_host.data(), s.dec.g, n);
+      }
       std::vector<int> next, keep;  // tokens that continue (g > tau_exit), and their rows here
       for (int r = 0; r < n; r++)
-        if (s.g_host[r] > o_.exit) next.push_back(live[r]), keep.push_back(r);
+        if (fixed() || s.g_host[r] > o_.exit) next.push_back(live[r]), keep.push_back(r);
       s.d_keep = upload(m, keep);
       s.n_next = (int)keep.size();
       live = next;
@@ -388,7 +407,7 @@ class TahMethod : public Method<Bk> {
                                   T(supervised_ ? 1.0 / supervised_ : 0.0), loss_ce_, g_logp_all_, g_g_all_});
     flops_main_ = m.flops.fwd;
     // the depth labels (lookahead passes: training cost, not the model's forward) and L_dec
-    has_labels_ = o_.alpha > 0 && M > 1;
+    has_labels_ = o_.alpha > 0 && M > 1 && !fixed();
     if (has_labels_) {
       make_labels(m);
       for (int k = 0; k + 1 < M; k++) {
@@ -419,7 +438,7 @@ class TahMethod : public Method<Bk> {
       T* dlogits = m.alloc((size_t)n * V);
       m.be.logsoftmax_target_backward(dlogits, s.ro.logits, s.lse, s.d_targets, glp, nullptr, n, V, V);
       T* dhn = m.zeros((size_t)n * D);
-      if (s.dec.g) {  // k < M - 1
+      if (k + 1 < M) {  // the depths with an updater (and, unless fixed, a decider)
         T* de_rows = m.zeros((size_t)n * D);
         if (dx_next && s.n_next > 0) {  // updater: x^{k+2} of the kept rows
           T* de_keep = m.zeros((size_t)s.n_next * D);
@@ -428,11 +447,13 @@ class TahMethod : public Method<Bk> {
           m.be.scatter_add_rows(de_rows, D, de_keep, D, s.d_keep, s.n_next, D);
           m.be.scatter_add_rows(dhn, D, dh_keep, D, s.d_keep, s.n_next, D);
         }
-        T* dg = m.alloc(n);
-        m.be.gather_rows(dg, 1, g_g_all_ + (size_t)k * N_, 1, s.d_rows, n, 1);
-        T* du = m.alloc(n);
-        m.be.for_each(n, TahDeciderGrad<T>{s.dec.g, dg, has_labels_ ? s.ddec : nullptr, T(o_.alpha), T(loss_scale), du});
-        decider_backward(m, s.dec, du, de_rows, dhn, dlogits, n);
+        if (s.dec.g) {  // the decider (fixed: the constant g has no gradient to take)
+          T* dg = m.alloc(n);
+          m.be.gather_rows(dg, 1, g_g_all_ + (size_t)k * N_, 1, s.d_rows, n, 1);
+          T* du = m.alloc(n);
+          m.be.for_each(n, TahDeciderGrad<T>{s.dec.g, dg, has_labels_ ? s.ddec : nullptr, T(o_.alpha), T(loss_scale), du});
+          decider_backward(m, s.dec, du, de_rows, dhn, dlogits, n);
+        }
         m.be.scatter_add_rows(de, D, de_rows, D, s.d_rows, n, D);
       }
       T* dx = m.zeros((size_t)n * D);
@@ -441,7 +462,7 @@ class TahMethod : public Method<Bk> {
       dx_next = dx;
     }
     m.be.axpy(de, T(1), dx_next, (size_t)N_ * D);  // x^1 = e: depth 1 ran every token, in token order
-    m.be.embedding_backward(m.g.embed, ids_, de, N_, D, T(1));
+    m.embed_backward(ids_, de, N_);
   }
 
   // ---------------------------------------------------------------------
@@ -715,7 +736,7 @@ class TahDecoder : public Decoder<Bk> {
   void run(int token, int t) override {
     Model<Bk>& m = this->m_;
     const int V = m.cfg.vocab;
-    const T* e = m.embed({token}, T(1));
+    const T* e = m.embed({token});
     const T* x = e;
     this->probs_.assign(V, 0.0);
     double reach = 1;
@@ -726,7 +747,9 @@ class TahDecoder : public Decoder<Bk> {
       probabilities_to_host(m, ro.logits, 1, p);
       double g = 0;
       bool last = k == M_ - 1;
-      if (!last) {
+      if (!last && meth_.fixed()) {
+        g = meth_.fixed_continue(k);
+      } else if (!last) {
         auto d = meth_.decider(m, e, ro.hn, ro.logits, 1);
         T gh;
         m.be.to_host(&gh, d.g, 1);

@@ -114,6 +114,7 @@ class Model {
   Model(Bk& be, const ModelConfig& cfg, ParamLayout layout)
       : be(be), cfg(cfg), layout(std::move(layout)), arena(be) {
     cfg.validate();
+    if (cfg.embed_scale > 0) embed_scale = cfg.embed_scale;
     check(this->layout.finalized(), "model parameter layout must be finalized");
     params = DeviceArray<Bk, T>(be, this->layout.total());
     grads = DeviceArray<Bk, T>(be, this->layout.total());
@@ -276,15 +277,19 @@ class Model {
     be.rmsnorm_backward(dx, g.final_norm, dhn, r.x, w.final_norm, r.rstd, r.n, D);
   }
 
-  // Token embeddings of a host id list: out (n, D) = scale * E[ids].
-  T* embed(const std::vector<int>& ids, T scale, int** d_ids_out = nullptr) {
+  // Token embeddings of a host id list: out (n, D) = embed_scale * E[ids].
+  T* embed(const std::vector<int>& ids, int** d_ids_out = nullptr) {
     const int n = (int)ids.size();
     int* d_ids = arena.template alloc<int>(n);
     be.to_device(d_ids, ids.data(), n);
     T* out = alloc((size_t)n * cfg.dim);
-    be.embedding_forward(out, d_ids, w.embed, n, cfg.dim, scale);
+    be.embedding_forward(out, d_ids, w.embed, n, cfg.dim, T(embed_scale));
     if (d_ids_out) *d_ids_out = d_ids;
     return out;
+  }
+  // Its backward: dE[ids[i]] += embed_scale * dx[i]   (dx (n, D), ids on the backend).
+  void embed_backward(const int* d_ids, const T* dx, int n) {
+    be.embedding_backward(g.embed, d_ids, dx, n, cfg.dim, T(embed_scale));
   }
 
   T* alloc(size_t n) { return arena.template alloc<T>(n); }
@@ -292,6 +297,9 @@ class Model {
 
   Bk& be;
   ModelConfig cfg;
+  // The input scale of the token embeddings: cfg.embed_scale when set, else
+  // the method's own (make_model asks Method::default_embed_scale).
+  double embed_scale = 1;
   ParamLayout layout;
   Arena<Bk> arena;  // activations of the current step; the trainer resets it
   DeviceArray<Bk, T> params, grads;

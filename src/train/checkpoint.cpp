@@ -130,6 +130,8 @@ ModelMeta read_model_meta(const SafetensorsFile& f) {
   c.tied = parse_int(f, "config.tied") != 0;
   c.rope_theta = parse_double(f, "config.rope_theta");
   c.norm_eps = parse_double(f, "config.norm_eps");
+  // Checkpoints written before --embed-scale existed have no such key: the method's own scale.
+  if (f.metadata().count("config.embed_scale")) c.embed_scale = parse_double(f, "config.embed_scale");
   try {
     c.validate();
   } catch (const Error& e) {
@@ -177,6 +179,9 @@ void check_model_meta(const ModelMeta& ck, const ModelMeta& want, const std::str
         head + "has rope theta " + exact(a.rope_theta) + " but the model was configured with " + exact(b.rope_theta));
   check(a.norm_eps == b.norm_eps,
         head + "has norm eps " + exact(a.norm_eps) + " but the model was configured with " + exact(b.norm_eps));
+  auto scale = [](double s) { return s > 0 ? exact(s) : std::string("the method's own"); };
+  check(a.embed_scale == b.embed_scale, head + "has embedding scale " + scale(a.embed_scale) +
+                                            " but the model was configured with " + scale(b.embed_scale));
   check(ck.method == want.method,
         head + "was trained with method " + ck.method + " but the model is configured for " + want.method);
   MethodOptions oa = ck.method_opts, ob = want.method_opts;
@@ -213,6 +218,7 @@ std::string write_checkpoint(const std::string& out, const ModelMeta& meta, cons
   mw.metadata("config.tied", c.tied ? "1" : "0");
   mw.metadata("config.rope_theta", exact(c.rope_theta));
   mw.metadata("config.norm_eps", exact(c.norm_eps));
+  mw.metadata("config.embed_scale", exact(c.embed_scale));
   mw.metadata("method", meta.method);
   MethodOptions mo = meta.method_opts;
   for (auto& kv : method_option_values(mo)) mw.metadata("method." + kv.first, kv.second);
@@ -287,6 +293,31 @@ std::vector<float> read_checkpoint_params(const SafetensorsFile& f, const ModelM
     std::copy(tmp.begin(), tmp.end(), params.begin() + p.offset);
   }
   return params;
+}
+
+ModelMeta read_backbone_params(const SafetensorsFile& f, const ModelConfig& cfg, const ParamLayout& layout,
+                               std::vector<float>& params) {
+  const ModelMeta src = read_model_meta(f);
+  check(params.size() == layout.total(), "internal: parameter buffer and layout differ in size");
+  ParamLayout backbone;  // the backbone's tensors, as this model declares them
+  add_backbone_params(backbone, cfg);
+  std::vector<float> tmp;
+  for (auto& p : backbone.tensors()) {
+    const TensorEntry* t = f.find(p.name);
+    check(t != nullptr, "--init-from: checkpoint " + f.path() + " has no tensor " + p.name +
+                            " (this model's backbone needs it" +
+                            (p.name == "output.weight" ? "; the checkpoint's head is tied to the embedding" : "") + ")");
+    const std::vector<uint64_t> shape(p.shape.begin(), p.shape.end());
+    check(t->shape == shape, "--init-from: checkpoint " + f.path() + " has tensor " + p.name + " of shape " +
+                                 shape_string(t->shape) + " but this model needs " + shape_string(shape) +
+                                 " (check --config and the size flags against the checkpoint's " + src.cfg.describe() + ")");
+    check(t->dtype == Dtype::F32, "--init-from: checkpoint " + f.path() + " has tensor " + p.name + " of dtype " +
+                                      dtype_name(t->dtype) + " (expected F32)");
+    f.read_floats(p.name, tmp);
+    const ParamInfo& dst = layout.get(p.name);
+    std::copy(tmp.begin(), tmp.end(), params.begin() + dst.offset);
+  }
+  return src;
 }
 
 std::vector<std::pair<std::string, std::string>> read_train_options(const std::string& ckpt_dir) {

@@ -79,6 +79,12 @@ std::string write_checkpoint(const std::string& out, const ModelMeta& meta, cons
 // against the layout.
 std::vector<float> read_checkpoint_params(const SafetensorsFile& model_file, const ModelMeta& want,
                                           const ParamLayout& layout);
+// --init-from: copies every backbone tensor (model.h add_backbone_params for
+// `cfg`) from a checkpoint of any method into `params` (host F32, `layout`'s
+// order), leaving the method's own tensors as they are. Each missing tensor
+// or shape mismatch is one error naming it. Returns the source's metadata.
+ModelMeta read_backbone_params(const SafetensorsFile& model_file, const ModelConfig& cfg, const ParamLayout& layout,
+                               std::vector<float>& params);
 // Reads state.safetensors; m and v receive the moments (n_params each).
 TrainState read_train_state(const std::string& ckpt_dir, size_t n_params, long long model_step,
                             std::vector<double>& m, std::vector<double>& v);
@@ -114,6 +120,21 @@ template <class Bk>
 void load_params(Model<Bk>& model, const ModelMeta& want, const SafetensorsFile& model_file) {
   std::vector<float> p = read_checkpoint_params(model_file, want, model.layout);
   model.be.to_device(model.params.data(), p.data(), p.size());
+}
+
+// The backend-memory form of read_backbone_params (the trainer's --init-from).
+template <class Bk>
+ModelMeta load_backbone_params(Model<Bk>& model, const std::string& path) {
+  const std::string dir = resolve_checkpoint(path);
+  SafetensorsFile f(dir + "/model.safetensors", "checkpoint");
+  const size_t n = model.num_params();
+  std::vector<typename Bk::Real> cur(n);
+  model.be.to_host(cur.data(), model.params.data(), n);
+  std::vector<float> p(cur.begin(), cur.end());
+  const ModelMeta src = read_backbone_params(f, model.cfg, model.layout, p);
+  for (size_t i = 0; i < n; i++) cur[i] = (typename Bk::Real)p[i];
+  model.be.to_device(model.params.data(), cur.data(), n);
+  return src;
 }
 
 // Loads state.safetensors into the moments m, v (backend memory).

@@ -1,6 +1,8 @@
 #include "train/options.h"
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "core/common.h"
 
@@ -17,6 +19,9 @@ void add_train_flags(Flags& f, TrainOptions& o) {
   f.add("--hidden", &o.hidden, "override: SwiGLU hidden width F");
   f.add("--max-seq", &o.max_seq, "override: context length the model supports");
   f.add("--tied", &o.tied, "override: 1 ties the output head to the embedding, 0 unties (-1 = preset)");
+  f.add("--embed-scale", &o.embed_scale,
+        "input scale x = s E[x] of the token embeddings: method (its own: 1, ponder K sqrt(D), latent_cot "
+        "sqrt(2.5 D)), a number, or a method name whose scale to use (standard | ponder | latent_cot)");
   f.section("data");
   f.add("--data", &o.data, "training text file, or token shards (file, glob or directory)");
   f.add("--tokenizer", &o.tokenizer, "auto | bytes | gpt2 | path to a BPE file (auto: GPT-2 for V >= 50257, else data/kjv_bpe4096.txt)");
@@ -43,6 +48,9 @@ void add_train_flags(Flags& f, TrainOptions& o) {
   f.section("checkpoints");
   f.add("--save-every", &o.save_every, "keep a checkpoint <out>/ckpt_<step> every N steps (0 = only at the end)");
   f.add("--resume", &o.resume, "continue a run: its output directory (latest checkpoint) or a ckpt_<step> directory");
+  f.add("--init-from", &o.init_from,
+        "start from the backbone weights of another run (its output or ckpt_<step> directory, any method); the "
+        "method's own tensors and the optimizer start fresh");
   add_method_flags(f, o.method_opts);
 }
 
@@ -55,8 +63,24 @@ ModelConfig TrainOptions::model_config() const {
   if (hidden) c.hidden = hidden;
   if (max_seq) c.max_seq = max_seq;
   if (tied >= 0) c.tied = tied != 0;
+  c.embed_scale = resolve_embed_scale(embed_scale, c, method_opts);
   c.validate();
   return c;
+}
+
+double resolve_embed_scale(const std::string& spec, const ModelConfig& c, const MethodOptions& mo) {
+  if (spec == "method" || spec.empty()) return 0;
+  const double sqrtD = std::sqrt((double)c.dim);
+  // Keep in step with each method's default_embed_scale (a test compares them).
+  if (spec == "standard" || spec == "looped" || spec == "pause" || spec == "cyb" || spec == "tah") return 1;
+  if (spec == "ponder" || spec == "adaponder") return mo.ponder_steps * sqrtD;
+  if (spec == "latent_cot" || spec == "ponderlm2") return std::sqrt(2.5 * c.dim);
+  char* end = nullptr;
+  const double v = std::strtod(spec.c_str(), &end);
+  check(end != spec.c_str() && *end == 0 && std::isfinite(v) && v > 0,
+        "--embed-scale must be 'method', a positive number or a method name (standard, ponder, latent_cot, ...); got '" +
+            spec + "'");
+  return v;
 }
 
 void TrainOptions::validate() const {
@@ -86,6 +110,9 @@ void TrainOptions::validate() const {
   check(val_fraction > 0 && val_fraction < 1, "--val-fraction must be in (0, 1)");
   check(threads >= 0, "--threads must be >= 0");
   check(save_every >= 0, "--save-every must be >= 0");
+  check(resume.empty() || init_from.empty(),
+        "--resume and --init-from exclude each other (--resume continues a run with its optimizer state; "
+        "--init-from starts a new run from another run's weights)");
 }
 
 namespace {
@@ -103,7 +130,7 @@ std::vector<std::pair<std::string, std::string>> option_values(const TrainOption
       {"vocab", std::to_string(o.vocab)}, {"dim", std::to_string(o.dim)},
       {"layers", std::to_string(o.layers)}, {"heads", std::to_string(o.heads)},
       {"hidden", std::to_string(o.hidden)}, {"max-seq", std::to_string(o.max_seq)},
-      {"tied", std::to_string(o.tied)},
+      {"tied", std::to_string(o.tied)}, {"embed-scale", o.embed_scale},
       {"data", o.data}, {"tokenizer", o.tokenizer}, {"val-fraction", exact(o.val_fraction)},
       {"steps", std::to_string(o.steps)}, {"batch", std::to_string(o.batch)},
       {"seq", std::to_string(o.seq)}, {"accum", std::to_string(o.accum)},
@@ -113,7 +140,7 @@ std::vector<std::pair<std::string, std::string>> option_values(const TrainOption
       {"seed", std::to_string(o.seed)},
       {"eval-every", std::to_string(o.eval_every)}, {"eval-batches", std::to_string(o.eval_batches)},
       {"log-every", std::to_string(o.log_every)}, {"out", o.out}, {"threads", std::to_string(o.threads)},
-      {"save-every", std::to_string(o.save_every)}, {"resume", o.resume},
+      {"save-every", std::to_string(o.save_every)}, {"resume", o.resume}, {"init-from", o.init_from},
   };
   // The method options, through the flags that declare them, so a new one is
   // recorded without a change here. (Flags::values() prints doubles with 6
@@ -139,7 +166,8 @@ void resume_options(TrainOptions& o, Flags& given, const std::vector<std::pair<s
   std::vector<std::string> args = {"resume"};
   for (auto& [name, value] : saved) {
     const std::string* mine = value_of(name);
-    if (!mine || name == "resume" || name == "out" || name == "threads") continue;  // unknown here, or per invocation
+    if (!mine || name == "resume" || name == "init-from" || name == "out" || name == "threads")
+      continue;  // unknown here, or per invocation (a resumed run starts from its checkpoint, not --init-from)
     if (!given.was_set("--" + name)) {
       args.push_back("--" + name + "=" + value);
       continue;

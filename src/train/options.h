@@ -18,6 +18,9 @@ struct TrainOptions {
   // model size overrides (0 / -1 = keep the preset's value)
   int vocab = 0, dim = 0, layers = 0, heads = 0, hidden = 0, max_seq = 0;
   int tied = -1;
+  // input scale of the token embeddings: "method" (the method's own), a number,
+  // or a method name whose scale to borrow ("latent_cot", "ponder", "standard")
+  std::string embed_scale = "method";
   // data
   std::string data = "data/kjv.txt";
   std::string tokenizer = "auto";
@@ -37,6 +40,7 @@ struct TrainOptions {
   // checkpoints
   long long save_every = 0;  // keep a checkpoint every N steps (0 = only at the end)
   std::string resume;        // output directory (its `latest`) or ckpt_<step> directory to continue
+  std::string init_from;     // start from another run's backbone weights (any method; fresh optimizer)
   MethodOptions method_opts;
 
   ModelConfig model_config() const;  // preset + overrides, validated
@@ -44,6 +48,9 @@ struct TrainOptions {
 };
 
 void add_train_flags(Flags& f, TrainOptions& o);
+
+// --embed-scale text -> ModelConfig::embed_scale (0 = the method's own).
+double resolve_embed_scale(const std::string& spec, const ModelConfig& c, const MethodOptions& mo);
 
 // Every option as (flag name without "--", value as text), doubles printed so
 // that they read back to the same bits: what a checkpoint records, so that

@@ -61,6 +61,10 @@ class Trainer {
     be_.memset_zero(m_.data(), m_.size() * sizeof(T));
     be_.memset_zero(v_.data(), v_.size() * sizeof(T));
     if (!o_.resume.empty()) resume(o_.resume);
+    if (!o_.init_from.empty()) {  // another run's backbone; the method's tensors and AdamW start fresh
+      init_src_ = load_backbone_params(*model_, o_.init_from);
+      init_dir_ = resolve_checkpoint(o_.init_from);
+    }
     if (o_.out.empty()) o_.out = resumed_ ? checkpoint_run_dir(ckpt_dir_) : "runs/" + o_.method + "-" + o_.config;
   }
 
@@ -102,6 +106,16 @@ class Trainer {
       std::printf("steps %lld x %d micro-batches x %d x %d tokens, lr %.2e, out %s\n", o_.steps, o_.accum, o_.batch,
                   o_.seq, o_.lr, o_.out.c_str());
       if (resumed_) std::printf("resumed from %s at step %lld\n", ckpt_dir_.c_str(), state_.step);
+      if (!init_dir_.empty()) {
+        std::printf("backbone initialised from %s (method %s, step %lld); method tensors and optimizer start fresh\n",
+                    init_dir_.c_str(), init_src_.method.c_str(), init_src_.step);
+        const double src_scale = init_src_.cfg.embed_scale > 0
+                                     ? init_src_.cfg.embed_scale
+                                     : resolve_embed_scale(init_src_.method, init_src_.cfg, init_src_.method_opts);
+        if (std::abs(src_scale - model_->embed_scale) > 1e-9 * src_scale)
+          std::printf("note: that run's input scale was %.6g, this run's is %.6g (set --embed-scale to keep it)\n",
+                      src_scale, model_->embed_scale);
+      }
       std::fflush(stdout);
     }
 
@@ -249,6 +263,8 @@ class Trainer {
   RunCurves curves_;  // the loss curves of metrics.jsonl, for loss.svg
   bool resumed_ = false;
   std::string ckpt_dir_;  // the checkpoint resumed from
+  std::string init_dir_;  // --init-from: the checkpoint the backbone came from
+  ModelMeta init_src_;
   TrainState state_;      // its training state
 };
 

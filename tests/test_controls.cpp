@@ -1,0 +1,340 @@
+// The controls that isolate one mechanism from the rest of a method:
+//   --embed-scale      any method at another method's input scale
+//   --init-from        a run started from another run's backbone (TaH2 post-training)
+//   tah --tah-policy fixed      TaH2's fixed-depth baseline (every token, all M depths)
+//   adaponder --policy matched  random exits with the learned gates' exit histogram
+// Each is checked for what it promises: the gradient (double, central
+// differences), cached decoding against the full forward, and the behaviour
+// (scale used, tensors loaded, depths run, histogram followed), with one clear
+// error per bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "train/cpu_instances.h"
+#include "gradcheck.h"
+#include "method_test_util.h"
+#include "methods/registry.h"
+#include "train/checkpoint.h"
+#include "train/options.h"
+#include "workflow_util.h"
+
+using namespace ada;
+using namespace ada::test;
+using Bd = CpuBackend<double>;
+
+namespace {
+
+// Whole-model gradient check of one method configuration at random parameters.
+// Tensors whose names start with `unused` must have an exactly zero gradient
+// (e.g. the gates of a fixed pruning policy, which no path reads).
+void check_method_gradients(const std::string& name, const MethodOptions& mo, ModelConfig cfg, uint64_t seed,
+                            const std::string& unused = "") {
+  Bd be;
+  auto method = make_method<Bd>(name, mo);
+  auto m = make_model(be, cfg, *method);
+  random_params(*m, seed);
+  Batch b = random_batch(2, 7, cfg.vocab, seed + 1);
+  b.targets[3] = -1;
+  auto loss = [&]() {
+    m->arena.reset();
+    method->forward(*m, b, false);
+    return method->stats(*m).loss;
+  };
+  m->zero_grads();
+  m->arena.reset();
+  method->forward(*m, b, true);
+  method->backward(*m, 1.0);
+  std::vector<double> grads(m->grads.data(), m->grads.data() + m->num_params());
+  for (auto& p : m->layout.tensors()) {
+    std::vector<double> a(grads.begin() + p.offset, grads.begin() + p.offset + p.numel);
+    if (!unused.empty() && p.name.rfind(unused, 0) == 0) {
+      for (double g : a) ASSERT_EQ(g, 0.0) << p.name;
+      continue;
+    }
+    expect_grad_close(p.name, a, numeric_grad(m->params.data() + p.offset, p.numel, loss));
+  }
+}
+
+// The decoder's next-token distributions against the full forward's.
+double decode_vs_forward(const std::string& name, const MethodOptions& mo, const ModelConfig& cfg) {
+  Bd be;
+  auto method = make_method<Bd>(name, mo);
+  auto m = make_model(be, cfg, *method);
+  m->init_params(3);
+  for (size_t i = 0; i < m->num_params(); i++) m->params.data()[i] *= 8;
+  const int T = 11;
+  Batch b = random_batch(1, T, cfg.vocab, 4);
+  m->arena.reset();
+  method->forward(*m, b, false);
+  std::vector<double> full;
+  method->probabilities(*m, full);
+  auto dec = method->decoder(*m, T);
+  double max_diff = 0;
+  for (int t = 0; t < T; t++) {
+    const std::vector<double>& p = dec->step(b.inputs[t]);
+    for (int v = 0; v < cfg.vocab; v++) max_diff = std::max(max_diff, std::abs(p[v] - full[(size_t)t * cfg.vocab + v]));
+  }
+  return max_diff;
+}
+
+}  // namespace
+
+// ---- --embed-scale -------------------------------------------------------------
+
+// The names --embed-scale accepts give exactly the scale each method uses by
+// default, so "standard at latent_cot's scale" is latent_cot's scale.
+TEST(EmbedScale, NamesResolveToEachMethodsOwnScale) {
+  const ModelConfig cfg = preset_config("tiny");
+  MethodOptions mo;
+  for (const std::string& name : method_names()) {
+    SCOPED_TRACE(name);
+    Bd be;
+    auto method = make_method<Bd>(name, mo);
+    auto m = make_model(be, preset_config("test"), *method);
+    EXPECT_DOUBLE_EQ(resolve_embed_scale(name, m->cfg, mo), m->embed_scale);
+    EXPECT_DOUBLE_EQ(method->default_embed_scale(m->cfg), m->embed_scale);  // no override: the method's own
+  }
+  EXPECT_DOUBLE_EQ(resolve_embed_scale("latent_cot", cfg, mo), std::sqrt(2.5 * 128));
+  EXPECT_DOUBLE_EQ(resolve_embed_scale("ponder", cfg, mo), 3 * std::sqrt(128.0));
+  EXPECT_DOUBLE_EQ(resolve_embed_scale("2.5", cfg, mo), 2.5);
+  EXPECT_EQ(resolve_embed_scale("method", cfg, mo), 0.0);
+  for (const char* bad : {"0", "-1", "nan", "abc", "3x"})
+    expect_error([&] { resolve_embed_scale(bad, cfg, mo); }, {"--embed-scale", bad});
+}
+
+// An override changes the input (x = s E[x]) of any method, and the backward
+// follows: the gradient check passes at a scale that is not the method's own.
+TEST(EmbedScale, OverrideIsUsedAndGradientChecks) {
+  ModelConfig cfg = preset_config("test");
+  cfg.embed_scale = 3.7;
+  MethodOptions mo;
+  mo.ponder_steps = 2;
+  {
+    Bd be;
+    auto method = make_method<Bd>("ponder", mo);
+    auto m = make_model(be, cfg, *method);
+    EXPECT_DOUBLE_EQ(m->embed_scale, 3.7);
+    m->init_params(1);
+    const double* x = m->embed({5});
+    const double* E = m->params.data() + m->layout.get("tok_embeddings.weight").offset;
+    for (int j = 0; j < cfg.dim; j++) EXPECT_DOUBLE_EQ(x[j], 3.7 * E[5 * cfg.dim + j]);
+  }
+  check_method_gradients("standard", mo, cfg, 11);
+  check_method_gradients("ponder", mo, cfg, 12);
+}
+
+// The scale is part of the model: a checkpoint records it and refuses to load
+// into a model configured with another.
+TEST(EmbedScale, CheckpointRecordsTheScale) {
+  ScopedThreads one(1);
+  const std::string dir = scratch_dir("embed_scale");
+  TrainOptions o = toy_options(dir + "/run", "standard", 4);
+  o.embed_scale = "latent_cot";
+  Dataset d = toy_data();
+  CpuBackend<float> be;
+  Trainer<CpuBackend<float>> tr(be, o);
+  const std::string ckpt = tr.run(d, false).last_checkpoint;
+  SafetensorsFile f(ckpt + "/model.safetensors", "checkpoint");
+  const ModelMeta meta = read_model_meta(f);
+  EXPECT_DOUBLE_EQ(meta.cfg.embed_scale, std::sqrt(2.5 * 16));
+  auto loaded = load_checkpoint_model(be, ckpt);
+  EXPECT_DOUBLE_EQ(loaded.model->embed_scale, std::sqrt(2.5 * 16));
+  ModelMeta want = meta;
+  want.cfg.embed_scale = 0;
+  expect_error([&] { check_model_meta(meta, want, "x"); }, {"embedding scale", "the method's own"});
+}
+
+// ---- --init-from -----------------------------------------------------------------
+
+// A tah run started from a standard run: every backbone tensor is the
+// standard run's, every tah tensor is the fresh initialisation of the same
+// seed, and the optimizer starts at step 0.
+TEST(InitFrom, LoadsTheBackboneAndLeavesTheMethodFresh) {
+  ScopedThreads one(1);
+  const std::string dir = scratch_dir("init_from");
+  Dataset d = toy_data();
+  CpuBackend<float> be;
+  TrainOptions src_o = toy_options(dir + "/standard", "standard", 6);
+  Trainer<CpuBackend<float>> src(be, src_o);
+  src.run(d, false);
+  std::vector<float> src_params(src.model().params.data(), src.model().params.data() + src.model().num_params());
+
+  TrainOptions o = toy_options(dir + "/tah", "tah", 3);
+  Trainer<CpuBackend<float>> fresh(be, o);  // the same seed, no --init-from: the reference initialisation
+  o.init_from = dir + "/standard";
+  Trainer<CpuBackend<float>> tr(be, o);
+  const Model<CpuBackend<float>>& m = tr.model();
+  int backbone = 0, own = 0;
+  for (auto& p : m.layout.tensors()) {
+    const bool is_own = p.name.rfind("tah.", 0) == 0;
+    (is_own ? own : backbone)++;
+    for (size_t i = 0; i < p.numel; i++) {
+      const float got = m.params.data()[p.offset + i];
+      if (is_own)
+        ASSERT_EQ(got, fresh.model().params.data()[p.offset + i]) << p.name;
+      else
+        ASSERT_EQ(got, src_params[src.model().layout.get(p.name).offset + i]) << p.name;
+    }
+  }
+  EXPECT_EQ(backbone, (int)(3 + 6 * 2));  // embedding, 6 tensors per layer, final norm, head
+  EXPECT_GT(own, 10);
+  const TrainResult r = tr.run(d, false);
+  EXPECT_EQ(r.first_step, 0);
+  EXPECT_EQ(r.steps, 3);
+  EXPECT_TRUE(std::isfinite(r.final_train_loss));
+}
+
+TEST(InitFrom, BadSourcesGiveOneClearError) {
+  ScopedThreads one(1);
+  const std::string dir = scratch_dir("init_from_bad");
+  Dataset d = toy_data();
+  CpuBackend<float> be;
+  TrainOptions src_o = toy_options(dir + "/standard", "standard", 2);
+  Trainer<CpuBackend<float>>(be, src_o).run(d, false);
+
+  TrainOptions o = toy_options(dir + "/wide", "tah", 2);
+  o.dim = 32;  // another width: every block tensor has another shape
+  o.init_from = dir + "/standard";
+  expect_error([&] { Trainer<CpuBackend<float>> tr(be, o); }, {"--init-from", "tok_embeddings.weight", "shape"});
+
+  o = toy_options(dir + "/tied", "standard", 2);
+  o.tied = 0;
+  TrainOptions tied_src = toy_options(dir + "/tied_src", "standard", 2);
+  tied_src.tied = 1;
+  Trainer<CpuBackend<float>>(be, tied_src).run(d, false);
+  o.init_from = dir + "/tied_src";
+  expect_error([&] { Trainer<CpuBackend<float>> tr(be, o); }, {"--init-from", "output.weight", "tied"});
+
+  o = toy_options(dir + "/missing", "tah", 2);
+  o.init_from = dir + "/nothing_here";
+  expect_error([&] { Trainer<CpuBackend<float>> tr(be, o); }, {"nothing_here"});
+
+  o = toy_options(dir + "/both", "tah", 2);
+  o.init_from = dir + "/standard";
+  o.resume = dir + "/standard";
+  expect_error([&] { o.validate(); }, {"--resume and --init-from"});
+}
+
+// ---- tah --tah-policy fixed -----------------------------------------------------------
+
+// Every token runs all M depths, the output is the even mixture over depths,
+// there is no decider, and the gradient and the decoder are right.
+TEST(TahFixed, EveryTokenRunsAllDepthsWithTheEvenMixture) {
+  MethodOptions mo;
+  mo.tah.policy = "fixed";
+  mo.tah.M = 3;
+  const ModelConfig cfg = preset_config("test");
+  Bd be;
+  auto method = make_method<Bd>("tah", mo);
+  auto m = make_model(be, cfg, *method);
+  for (auto& p : m->layout.tensors()) EXPECT_EQ(p.name.find("tah.decider"), std::string::npos) << p.name;
+  random_params(*m, 21);
+  Batch b = random_batch(2, 6, cfg.vocab, 22);
+  m->arena.reset();
+  method->forward(*m, b, false);
+  std::vector<double> nll, passes, probs;
+  method->per_token(*m, nll, passes);
+  for (double p : passes) EXPECT_EQ(p, 3.0);
+  // the mixture against the even average of the depths' own distributions
+  method->probabilities(*m, probs);
+  auto& tah = dynamic_cast<TahMethod<Bd>&>(*method);
+  for (int t = 0; t < b.B * b.T; t++) {
+    double s = 0;
+    for (int v = 0; v < cfg.vocab; v++) s += probs[(size_t)t * cfg.vocab + v];
+    EXPECT_NEAR(s, 1.0, 1e-12);
+    EXPECT_NEAR(nll[t], -std::log(probs[(size_t)t * cfg.vocab + b.targets[t]]), 1e-10);
+  }
+  EXPECT_NEAR(tah.fixed_continue(0), 2.0 / 3.0, 1e-15);
+  EXPECT_NEAR(tah.fixed_continue(1), 1.0 / 2.0, 1e-15);
+  check_method_gradients("tah", mo, cfg, 23);
+  EXPECT_LT(decode_vs_forward("tah", mo, cfg), 1e-12);
+}
+
+// The even mixture against an independent construction: with M = 2, the
+// decider model whose score weight w_s is 0 gives g = sigmoid(0) = 1/2 to every
+// token, so (with tau_exit below 1/2) every token runs both depths and the
+// halting chain's weights are 1 - g = 1/2 and g = 1/2: the even mixture. The
+// fixed model with the same backbone and updater must give the same distributions.
+TEST(TahFixed, MatchesTheDeciderModelAtGOneHalf) {
+  const ModelConfig cfg = preset_config("test");
+  MethodOptions dec_o;
+  dec_o.tah.M = 2, dec_o.tah.exit = 0.4;
+  MethodOptions fix_o = dec_o;
+  fix_o.tah.policy = "fixed";
+  Bd be;
+  auto dec = make_method<Bd>("tah", dec_o);
+  auto md = make_model(be, cfg, *dec);
+  random_params(*md, 31);
+  const ParamInfo& ws = md->layout.get("tah.decider.score.weight");
+  for (size_t i = 0; i < ws.numel; i++) md->params.data()[ws.offset + i] = 0;
+  auto fix = make_method<Bd>("tah", fix_o);
+  auto mf = make_model(be, cfg, *fix);
+  EXPECT_LT(mf->num_params(), md->num_params());
+  for (auto& p : mf->layout.tensors()) {
+    const ParamInfo& q = md->layout.get(p.name);
+    std::copy(md->params.data() + q.offset, md->params.data() + q.offset + q.numel, mf->params.data() + p.offset);
+  }
+  Batch b = random_batch(2, 5, cfg.vocab, 32);
+  std::vector<double> pd, pf;
+  md->arena.reset();
+  dec->forward(*md, b, false);
+  dec->probabilities(*md, pd);
+  mf->arena.reset();
+  fix->forward(*mf, b, false);
+  fix->probabilities(*mf, pf);
+  ASSERT_EQ(pd.size(), pf.size());
+  for (size_t i = 0; i < pd.size(); i++) ASSERT_NEAR(pd[i], pf[i], 1e-12) << i;
+  EXPECT_EQ(dynamic_cast<TahMethod<Bd>&>(*fix).exit_depth(), std::vector<int>(10, 1));
+  MethodOptions bad = fix_o;
+  bad.tah.policy = "sometimes";
+  expect_error([&] { make_method<Bd>("tah", bad); }, {"--tah-policy", "sometimes"});
+}
+
+// ---- adaponder --policy matched --------------------------------------------------------
+
+// Random tokens exit with the given per-pass histogram; the loss has the
+// right gradient; decoding follows the same exits.
+TEST(AdaPonderMatched, ExitsFollowTheHistogram) {
+  const int K = 3;
+  const std::vector<double> cdf = policy_hist_cdf("0.1/0/0.3/0.6", K);
+  ASSERT_EQ(cdf.size(), 4u);
+  EXPECT_NEAR(cdf[0], 0.1, 1e-15);
+  EXPECT_NEAR(cdf[2], 0.4, 1e-15);
+  EXPECT_NEAR(cdf[3], 1.0, 1e-15);
+  std::vector<double> count(K + 2, 0);
+  const int n = 40000;
+  for (int t = 0; t < n; t++) count[fixed_policy_exit("matched", 0, K, 9, (uint64_t)t, &cdf)]++;
+  EXPECT_NEAR(count[1] / n, 0.1, 0.01);
+  EXPECT_EQ(count[2], 0);
+  EXPECT_NEAR(count[3] / n, 0.3, 0.01);
+  EXPECT_NEAR(count[4] / n, 0.6, 0.01);
+  EXPECT_NEAR(policy_hist_cdf("1/1/2/0", K)[1], 0.5, 1e-15);  // normalised
+  for (const char* bad : {"0.5/0.5", "a/b/c/d", "0/0/0/0", "-1/1/1/1", "0.1/0.2/0.3/0.4/0"})
+    expect_error([&] { policy_hist_cdf(bad, K); }, {"--policy-hist"});
+
+  MethodOptions mo;
+  mo.ponder_steps = 2;
+  mo.ada.policy = "matched";
+  mo.ada.policy_hist = "0.3/0.3/0.4";
+  const ModelConfig cfg = preset_config("test");
+  check_method_gradients("adaponder", mo, cfg, 41, "adaponder.gate.");
+  EXPECT_LT(decode_vs_forward("adaponder", mo, cfg), 1e-12);
+  // the exits of a batch, as the method reports them
+  Bd be;
+  auto method = make_method<Bd>("adaponder", mo);
+  auto m = make_model(be, cfg, *method);
+  m->init_params(5);
+  Batch b = random_batch(4, 50, cfg.vocab, 6);
+  m->arena.reset();
+  method->forward(*m, b, false);
+  std::vector<double> nll, passes;
+  method->per_token(*m, nll, passes);
+  std::vector<double> hist(3, 0);
+  for (double p : passes) hist[(int)p - 1] += 1.0 / passes.size();
+  EXPECT_NEAR(hist[0], 0.3, 0.08);
+  EXPECT_NEAR(hist[1], 0.3, 0.08);
+  EXPECT_NEAR(hist[2], 0.4, 0.08);
+  mo.ada.policy_hist = "";
+  expect_error([&] { make_method<Bd>("adaponder", mo); }, {"--policy-hist"});
+}
