@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <sstream>
 
 #include "train/cpu_instances.h"
 #include "gradcheck.h"
@@ -337,4 +339,58 @@ TEST(AdaPonderMatched, ExitsFollowTheHistogram) {
   EXPECT_NEAR(hist[2], 0.4, 0.08);
   mo.ada.policy_hist = "";
   expect_error([&] { make_method<Bd>("adaponder", mo); }, {"--policy-hist"});
+}
+
+// ---- eval --per-token / --paired ---------------------------------------------------------
+
+namespace {
+std::vector<double> column(const std::string& csv, int col) {
+  std::vector<double> v;
+  std::stringstream ss(csv);
+  std::string line;
+  std::getline(ss, line);  // header
+  while (std::getline(ss, line)) {
+    const size_t c = line.find(',');
+    v.push_back(std::stod(col == 0 ? line.substr(0, c) : line.substr(c + 1)));
+  }
+  return v;
+}
+}  // namespace
+
+// Two runs evaluated on the same tokens: the paired difference eval prints is
+// the mean of the per-token differences of the two --per-token files, with
+// the standard error of that mean; a run against itself gives 0 +- 0.
+TEST(EvalPaired, PerTokenFilesAndThePairedDifference) {
+  const std::string train_cpu = program("train_cpu"), eval = program("eval");
+  if (train_cpu.empty() || eval.empty()) GTEST_SKIP() << "set ADA_BIN_DIR to the folder of the built programs to run them";
+  const std::string dir = scratch_dir("paired"), text = dir + "/text.txt";
+  std::string t;
+  for (int i = 0; i < 80; i++) t += "And God said, Let there be light: and there was light. " + std::to_string(i % 7) + "\n";
+  write_bytes(text, t);
+  const std::string model = " --config test --vocab 256 --tokenizer bytes --data " + text +
+                            " --steps 8 --batch 2 --seq 16 --eval-every 8 --eval-batches 2";
+  ASSERT_EQ(run_program(train_cpu + model + " --out " + dir + "/a", dir).status, 0);
+  ASSERT_EQ(run_program(train_cpu + model + " --method ponder --ponder-steps 1 --out " + dir + "/b", dir).status, 0);
+  ProgramResult r = run_program(eval + " --ckpt " + dir + "/a --batches 0 --per-token " + dir + "/a.csv", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run_program(eval + " --ckpt " + dir + "/b --batches 0 --per-token " + dir + "/b.csv --paired " + dir + "/a.csv", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<double> a = column(read_bytes(dir + "/a.csv"), 0), b = column(read_bytes(dir + "/b.csv"), 0);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_GT(a.size(), 100u);
+  double d = 0, d2 = 0;
+  for (size_t i = 0; i < a.size(); i++) d += b[i] - a[i], d2 += (b[i] - a[i]) * (b[i] - a[i]);
+  const double n = (double)a.size(), mean = d / n, se = std::sqrt((d2 - d * d / n) / (n - 1) / n);
+  char want[128];
+  std::snprintf(want, sizeof want, "diff %+.4f +- %.4f", mean, se);
+  EXPECT_NE(r.out.find("paired with"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(want), std::string::npos) << "expected '" << want << "' in\n" << r.out;
+  EXPECT_NE(r.out.find("2 passes"), std::string::npos) << r.out;  // ponder with P = 1: every token 2 passes
+  r = run_program(eval + " --ckpt " + dir + "/a --batches 0 --paired " + dir + "/a.csv", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("diff +0.0000 +- 0.0000"), std::string::npos) << r.out;
+  // another number of tokens, and a file that is not a per-token file
+  expect_program_error(run_program(eval + " --ckpt " + dir + "/a --batches 1 --paired " + dir + "/a.csv", dir),
+                       "evaluate both with the same data");
+  expect_program_error(run_program(eval + " --ckpt " + dir + "/a --paired " + text, dir), "is not a per-token file");
 }
