@@ -22,7 +22,7 @@
 // Inference is sequential and exact: a token's K+1 rows run one at a time
 // through one KV cache (PonderLM2Decoder). A forward with n_J + 1 >= (K+1) T
 // is the same function (every pass makes at least one more row exact); the
-// paper's 3 is an approximation of it.
+// paper's 3 passes approximate it (closely on a trained model, see the doc page).
 // Cost: training runs K(K+1)/2 + (n_J+1)(K+1) rows per token; inference runs
 // K+1 rows per token over a (K+1)x longer context, which is what
 // StepStats::infer_flops reports (decode_flops below).
