@@ -191,6 +191,28 @@ TEST(PonderLM2, FlopsOfThePassesAndOfTheDecode) {
   EXPECT_EQ(ss.inference_flops(), ss.fwd_flops);
 }
 
+// The trainer hands the method its --seed: the training forward runs the
+// draw of that seed (not of seed 0) at the step it is at.
+TEST(PonderLM2, TheTrainerPassesItsSeed) {
+  using Cpu = CpuBackend<float>;
+  TrainOptions o;
+  o.method = "ponderlm2", o.config = "test", o.seq = 16, o.seed = 1234, o.out = "unused";
+  Cpu be;
+  Trainer<Cpu> tr(be, o);
+  auto* meth = dynamic_cast<PonderLM2Method<Cpu>*>(&tr.method());
+  ASSERT_NE(meth, nullptr);
+  const Batch b = random_batch(1, 4, tr.model().cfg.vocab, 2);
+  int differ = 0;
+  for (long long step = 0; step < 40; step++) {
+    meth->set_step(step, 40);
+    tr.model().arena.reset();
+    meth->forward(tr.model(), b, true);
+    EXPECT_EQ(meth->last_passes() - 2, PonderLM2Method<Cpu>::jacobi_draw(1234, step)) << "step " << step;
+    differ += PonderLM2Method<Cpu>::jacobi_draw(1234, step) != PonderLM2Method<Cpu>::jacobi_draw(0, step);
+  }
+  EXPECT_GT(differ, 0);  // the check can tell the seeds apart
+}
+
 TEST(PonderLM2, BadOptionsAreRejected) {
   EXPECT_THROW(PonderLM2Method<Bd>{options(0, 0, 3)}, Error);
   EXPECT_THROW(PonderLM2Method<Bd>{options(kPonderLM2MaxThoughts + 1, 0, 3)}, Error);
