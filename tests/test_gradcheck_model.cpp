@@ -93,6 +93,10 @@ TEST(GradCheckModel, EveryMethodLoss) {
     // see them move. test_tah.cpp checks it with the labels frozen; here the
     // mixture loss alone (tokens still stop at different depths).
     mo.tah.alpha = 0;
+    // ponderlm2: the same Jacobi count in training and evaluation, so the
+    // analytic (training) and numeric (evaluation) forwards are one function;
+    // K = 2 runs growing passes of different widths. test_ponderlm2.cpp has more.
+    mo.plm2.K = 2, mo.plm2.jacobi_train = mo.plm2.jacobi_eval = 2;
     auto method = make_method<Bd>(name, mo);
     const ModelConfig cfg = test_config();
     auto m = make_model(be, cfg, *method);

@@ -47,7 +47,11 @@ TEST(Precision, FloatMatchesDouble) {
 TEST(Decode, CachedDecodingMatchesFullForward) {
   for (const std::string& name : method_names()) {
     SCOPED_TRACE(name);
+    const int T = 11;
     MethodOptions mo;
+    // ponderlm2 decodes sequentially (exact); its forward is that solution
+    // once the Jacobi passes reach (K+1) T (test_ponderlm2.cpp).
+    mo.plm2.jacobi_eval = (mo.plm2.K + 1) * T;
     CpuBackend<double> be;
     auto method = make_method<CpuBackend<double>>(name, mo);
     ModelConfig cfg = preset_config("test");
@@ -55,7 +59,6 @@ TEST(Decode, CachedDecodingMatchesFullForward) {
     m->init_params(3);
     // larger weights than init so the distributions are far from uniform
     for (size_t i = 0; i < m->num_params(); i++) m->params.data()[i] *= 8;
-    const int T = 11;
     Batch b = random_batch(1, T, cfg.vocab, 4);
     m->arena.reset();
     method->forward(*m, b, false);

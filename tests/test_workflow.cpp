@@ -121,7 +121,8 @@ TEST_P(ResumeBitExact, LossesAfterResumeEqualTheUninterruptedRun) {
 
 INSTANTIATE_TEST_SUITE_P(Methods, ResumeBitExact,
                          testing::Values(std::make_tuple("standard", 1), std::make_tuple("ponder", 1),
-                                         std::make_tuple("adaponder", 1), std::make_tuple("standard", 2)));
+                                         std::make_tuple("adaponder", 1), std::make_tuple("standard", 2),
+                                         std::make_tuple("ponderlm2", 1)));  // its Jacobi count is drawn per step
 
 // A run that died after step 25 with its last checkpoint at 20: resuming the
 // output directory continues from `latest`, rewrites the log without the

@@ -81,7 +81,10 @@ TrainOptions options_for(const TrainOptions& base, const std::string& spec, doub
 }
 
 // Forward FLOPs per token and passes per token of a trained method on the
-// fixed validation batches (what inference costs).
+// fixed validation batches (what inference costs). The FLOPs are
+// StepStats::inference_flops: the evaluation forward's own, except where the
+// decoder does different work (PonderLM-2: the sequential decode, not the
+// Jacobi passes).
 void inference_cost(Trainer<Bk>& tr, const TokenSource& val, const TrainOptions& o, double* flops, double* passes) {
   double f = 0, tok = 0, p = 0;
   for (int i = 0; i < o.eval_batches; i++) {
@@ -89,7 +92,7 @@ void inference_cost(Trainer<Bk>& tr, const TokenSource& val, const TrainOptions&
     Batch b = eval_batch(val, o.batch, o.seq, i, o.eval_batches);
     tr.method().forward(tr.model(), b, false);
     StepStats s = tr.method().stats(tr.model());
-    f += s.fwd_flops;
+    f += s.inference_flops();  // what generation costs (PonderLM-2: the sequential decode)
     tok += (double)b.B * b.T;
     for (auto& kv : s.halting)
       if (kv.first == "passes") p += kv.second * b.B * b.T;

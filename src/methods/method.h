@@ -33,6 +33,12 @@ struct StepStats {
   double tokens = 0;       // supervised positions
   double fwd_flops = 0;    // forward FLOPs actually spent on the batch
   double train_flops = 0;  // forward + backward FLOPs
+  // Forward FLOPs of producing the same predictions with the method's
+  // decoder (KV-cached generation), when that differs from the forward's:
+  // PonderLM-2 trains with parallel Jacobi passes but decodes sequentially.
+  // < 0: the same as fwd_flops (every other method).
+  double infer_flops = -1;
+  double inference_flops() const { return infer_flops >= 0 ? infer_flops : fwd_flops; }
   std::vector<std::pair<std::string, double>> halting;  // method statistics, e.g. {"passes", 2.7}
 };
 
@@ -105,6 +111,10 @@ class Method {
   // Training progress, for methods with schedules (AdaPonderLM's two stages
   // and k ramp). The trainer calls it before every step; 0-based.
   virtual void set_step(long long step, long long total_steps) {}
+  // The run's --seed, for methods whose random choices must be a function of
+  // the seed and the step (PonderLM-2's Jacobi count), so a resume is exact.
+  // The trainer calls it once, after building the method.
+  virtual void set_run_seed(uint64_t seed) {}
 
   virtual void forward(Model<Bk>& m, const Batch& batch, bool training) = 0;
   virtual void backward(Model<Bk>& m, double loss_scale) = 0;

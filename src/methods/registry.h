@@ -12,6 +12,7 @@
 #include "methods/looped.h"
 #include "methods/pause.h"
 #include "methods/ponder.h"
+#include "methods/ponderlm2.h"
 #include "methods/standard.h"
 #include "methods/tah.h"
 #include "train/flags.h"
@@ -26,6 +27,7 @@ struct MethodOptions {
   CybOptions cyb;        // cyb (cyb.pauses is taken from pauses)
   LatentCotOptions latent;  // latent_cot
   TahOptions tah;           // tah
+  PonderLM2Options plm2;    // ponderlm2
 };
 
 inline void add_method_flags(Flags& f, MethodOptions& o) {
@@ -60,6 +62,11 @@ inline void add_method_flags(Flags& f, MethodOptions& o) {
   f.add("--tah-rho", &o.tah.rho, "tah: coverage of the positive loss gain that the 'continue' labels hold");
   f.add("--tah-hidden", &o.tah.hidden, "tah: decider and updater MLP width (0 = D)");
   f.add("--tah-policy", &o.tah.policy, "tah: decider (adaptive depth) | fixed (every token runs all M depths, even mixture: the paper's fixed-depth baseline)");
+  f.add("--latent-thoughts", &o.plm2.K, "ponderlm2: latent thoughts K per token (K+1 rows per token)");
+  f.add("--jacobi-train", &o.plm2.jacobi_train,
+        "ponderlm2: Jacobi passes in training (0 = drawn from {2,3} each step, from --seed and the step)");
+  f.add("--jacobi-eval", &o.plm2.jacobi_eval,
+        "ponderlm2: Jacobi passes in evaluation (>= (K+1) x seq: the exact sequential solution)");
 }
 
 // Applies "flag=value,flag=value" (method flags without their dashes, e.g.
@@ -86,7 +93,7 @@ inline void apply_method_overrides(MethodOptions& o, const std::string& spec, ch
   check(f.positional().empty(), "bad method override '" + spec + "'");
 }
 
-inline std::vector<std::string> method_names() { return {"standard", "looped", "ponder", "pause", "adaponder", "cyb", "latent_cot", "tah"}; }
+inline std::vector<std::string> method_names() { return {"standard", "looped", "ponder", "pause", "adaponder", "cyb", "latent_cot", "tah", "ponderlm2"}; }
 
 template <class Bk>
 std::unique_ptr<Method<Bk>> make_method(const std::string& name, const MethodOptions& o) {
@@ -106,6 +113,7 @@ std::unique_ptr<Method<Bk>> make_method(const std::string& name, const MethodOpt
   }
   if (name == "latent_cot") return std::make_unique<LatentCotMethod<Bk>>(o.latent);
   if (name == "tah") return std::make_unique<TahMethod<Bk>>(o.tah);
+  if (name == "ponderlm2") return std::make_unique<PonderLM2Method<Bk>>(o.plm2);
   std::string all;
   for (auto& n : method_names()) all += (all.empty() ? "" : ", ") + n;
   fail("unknown --method '" + name + "' (available: " + all + ")");

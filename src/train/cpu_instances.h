@@ -19,6 +19,7 @@
   X class CybMethod<B>;           \
   X class LatentCotMethod<B>;     \
   X class TahMethod<B>;           \
+  X class PonderLM2Method<B>;     \
   X class Trainer<B>;
 
 namespace ada {

@@ -3,7 +3,9 @@
 //   perplexity  exp(loss)
 //   bits/byte   total -log2 q(y) / the UTF-8 bytes the target tokens decode
 //               to: comparable across tokenizers (end-of-text counts 0 bytes)
-//   FLOPs/token the method's forward FLOPs per evaluated position
+//   FLOPs/token the method's inference FLOPs per evaluated position
+//               (StepStats::inference_flops: the forward's own FLOPs, except
+//               for PonderLM-2, whose figure is its sequential decode)
 //   halting     the method's statistics (StepStats::halting, token-weighted),
 //               the passes each token used (mean and histogram) and the
 //               Pearson correlation between a token's passes and its NLL: an
@@ -112,7 +114,7 @@ EvalReport evaluate_model(Model<Bk>& model, Method<Bk>& method, const TokenSourc
     const StepStats s = method.stats(model);
     r.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     method.per_token(model, nll, passes);
-    r.fwd_flops += s.fwd_flops;
+    r.fwd_flops += s.inference_flops();  // the decoder's cost where it differs (PonderLM-2)
     for (size_t k = 0; k < s.halting.size(); k++) {
       if (halting_sum.size() <= k) halting_sum.push_back({s.halting[k].first, 0.0});
       halting_sum[k].second += s.halting[k].second * s.tokens;

@@ -10,7 +10,7 @@ namespace ada {
 
 void add_train_flags(Flags& f, TrainOptions& o) {
   f.section("model");
-  f.add("--method", &o.method, "standard | looped | ponder | pause | adaponder | cyb | latent_cot | tah");
+  f.add("--method", &o.method, "standard | looped | ponder | pause | adaponder | cyb | latent_cot | tah | ponderlm2");
   f.add("--config", &o.config, "size preset: test | tiny | small | 70m");
   f.add("--vocab", &o.vocab, "override: vocabulary size V (0 = preset)");
   f.add("--dim", &o.dim, "override: model width D");

@@ -54,6 +54,7 @@ class Trainer {
     o_.validate();
     cfg_ = o_.model_config();
     method_ = make_method<Bk>(o_.method, o_.method_opts);
+    method_->set_run_seed((uint64_t)o_.seed);
     model_ = make_model(be_, cfg_, *method_);
     model_->init_params((uint64_t)o_.seed);
     m_ = DeviceArray<Bk, T>(be_, model_->num_params());
