@@ -33,6 +33,8 @@ struct StepStats {
   double tokens = 0;       // supervised positions
   double fwd_flops = 0;    // forward FLOPs actually spent on the batch
   double train_flops = 0;  // forward + backward FLOPs
+  double fwd_other_flops = 0;    // forward non-matmul ops (softmax, norms, ...: model/flop_count.h)
+  double train_other_flops = 0;  // forward + backward non-matmul ops
   std::vector<std::pair<std::string, double>> halting;  // method statistics, e.g. {"passes", 2.7}
 };
 
@@ -59,11 +61,13 @@ class Decoder {
     m_.flops.reset();
     run(token, len_);
     flops_ += m_.flops.fwd;
+    other_flops_ += m_.flops.other;
     len_++;
     return probs_;
   }
   int length() const { return len_; }              // tokens fed so far
   double flops() const { return flops_; }          // forward FLOPs spent so far
+  double other_flops() const { return other_flops_; }  // forward non-matmul ops so far
   double passes_last() const { return passes_; }   // passes (or steps) used for the last token
 
  protected:
@@ -84,7 +88,7 @@ class Decoder {
 
  private:
   int max_len_, len_ = 0;
-  double flops_ = 0;
+  double flops_ = 0, other_flops_ = 0;
 };
 
 template <class Bk>

@@ -32,6 +32,7 @@ struct SoftEmbedding {
     m.be.matmul_nn_forward(phi, p, m.w.embed, n, V, D);
     if (c != T(1)) m.be.scale(phi, c, (size_t)n * D);
     m.flops.fwd += 2.0 * n * V * D;
+    m.flops.other += op_cost::softmax(n, V) + (c != T(1) ? op_cost::elementwise((double)n * D) : 0.0);
     return phi;
   }
 
