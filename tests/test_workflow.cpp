@@ -108,6 +108,8 @@ TEST_P(ResumeBitExact, LossesAfterResumeEqualTheUninterruptedRun) {
   EXPECT_TRUE(same_bits(rb.final_val_loss, ra.final_val_loss));
   EXPECT_EQ(rb.tokens, ra.tokens);
   EXPECT_EQ(rb.train_flops, ra.train_flops);
+  EXPECT_EQ(rb.train_other_flops, ra.train_other_flops) << "the checkpoint carries the non-matmul total";
+  EXPECT_GT(ra.train_other_flops, 0);
   EXPECT_EQ(read_bytes(dir + "/b/ckpt_30/model.safetensors"), read_bytes(dir + "/a/ckpt_30/model.safetensors"));
 
   // The resumed run's log starts with the first 10 lines of the original.

@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
     }
     t << "\nother ops: softmaxes, norms, RoPE, SwiGLU, gates (one op per scalar add, multiply, exp, ...: "
          "model/flop_count.h); inference us/token: forward only on the " << base.eval_batches
-      << " validation batches, median of 3, " << omp_get_max_threads() << " threads\n";
+      << " validation batches, median of 3, --threads " << omp_get_max_threads() << "\n";
     std::printf("\n%s", t.str().c_str());
     std::ofstream(out_dir + "/compare.md") << t.str();
     write_loss_plot(curves, "loss vs tokens and vs training FLOPs (" + cfg.name + ")", out_dir + "/compare.svg");
