@@ -1,5 +1,6 @@
 // eval: loss, perplexity and bits per byte of a checkpoint on a dataset, with
-// the method's forward FLOPs per token and its halting statistics.
+// the method's forward FLOPs per token, its other (non-matmul) ops per token,
+// its forward speed and its halting statistics.
 //   ./eval --ckpt runs/standard-tiny                        # its validation split, as the trainer measured it
 //   ./eval --ckpt runs/ponder-tiny/ckpt_200 --batches 0      # every validation token once
 //   ./eval --ckpt runs/standard-tiny --data other.txt --split all --json eval.json

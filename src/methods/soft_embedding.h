@@ -7,7 +7,8 @@
 //   a   = c * g E^T              (N, V)   = dL/dp
 //   dz  = p * (a - <p, a>)       softmax Jacobian
 // (dz then goes through the readout backward into W and h.)
-// Cost: two V x D products per row, as much as the head itself; counted.
+// Cost: two V x D products per row, as much as the head itself; counted, and
+// beside them the softmax over V (5V + 1 other ops per row, model/flop_count.h).
 #pragma once
 #include "model/model.h"
 
