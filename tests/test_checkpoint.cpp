@@ -314,7 +314,7 @@ TrainState toy_state(long long step) {
   st.step = step;
   st.data_rng = {1, 2, 3, 0xFFFFFFFFFFFFFFFFull};
   st.train_tokens = 2700;
-  st.tokens = 1234, st.flops = 5.5e9, st.seconds = 3.25;
+  st.tokens = 1234, st.flops = 5.5e9, st.other_flops = 2.5e8, st.seconds = 3.25;
   st.schedule = CosineSchedule{3e-3, 0.1, 5, 30};
   st.options = {{"lr", "0.0030000000000000001"}, {"data", "some file.txt"}};
   return st;
@@ -367,6 +367,7 @@ TEST(Checkpoint, SaveAndLoadRoundTrip) {
   EXPECT_EQ(st.train_tokens, want.train_tokens);
   EXPECT_EQ(st.tokens, want.tokens);
   EXPECT_EQ(st.flops, want.flops);
+  EXPECT_EQ(st.other_flops, want.other_flops);
   EXPECT_EQ(st.seconds, want.seconds);
   EXPECT_EQ(st.schedule.lr, want.schedule.lr);
   EXPECT_EQ(st.schedule.min_frac, want.schedule.min_frac);

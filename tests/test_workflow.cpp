@@ -4,6 +4,7 @@
 // themselves (when ADA_BIN_DIR names the folder of the built binaries).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -107,6 +108,8 @@ TEST_P(ResumeBitExact, LossesAfterResumeEqualTheUninterruptedRun) {
   EXPECT_TRUE(same_bits(rb.final_val_loss, ra.final_val_loss));
   EXPECT_EQ(rb.tokens, ra.tokens);
   EXPECT_EQ(rb.train_flops, ra.train_flops);
+  EXPECT_EQ(rb.train_other_flops, ra.train_other_flops) << "the checkpoint carries the non-matmul total";
+  EXPECT_GT(ra.train_other_flops, 0);
   EXPECT_EQ(read_bytes(dir + "/b/ckpt_30/model.safetensors"), read_bytes(dir + "/a/ckpt_30/model.safetensors"));
 
   // The resumed run's log starts with the first 10 lines of the original.
@@ -558,4 +561,59 @@ TEST(Programs, WorkflowAndBadInput) {
   EXPECT_EQ(read_bytes(run + "/ckpt_16/model.safetensors"), good_model);
   EXPECT_EQ(read_bytes(run + "/ckpt_16/state.safetensors"), good_state);
   EXPECT_EQ(read_bytes(run + "/latest"), "ckpt_16\n");
+}
+
+// compare's table has the non-matmul ops and the measured inference time per
+// token beside the inference FLOPs, for every method; eval prints and writes
+// the ops per token; the metrics log carries their training total.
+TEST(Programs, CompareAndEvalReportOtherOpsAndInferenceTime) {
+  const std::string compare = program("compare"), eval = program("eval");
+  if (compare.empty() || eval.empty()) GTEST_SKIP() << "set ADA_BIN_DIR to the folder of the built programs to run them";
+  const std::string dir = scratch_dir("compare_costs"), text = dir + "/text.txt";
+  std::string t;
+  for (int i = 0; i < 60; i++) t += "In the beginning God created the heaven and the earth. " + std::to_string(i) + "\n";
+  write_bytes(text, t);
+  ProgramResult r = run_program(compare + " --methods standard,adaponder --config test --vocab 256 --tokenizer bytes"
+                                " --data " + text + " --steps 4 --warmup 1 --batch 2 --seq 16 --eval-batches 2"
+                                " --out " + dir + "/cmp", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<std::string> md = lines_of(dir + "/cmp/compare.md");
+  const auto header = std::find_if(md.begin(), md.end(), [](const std::string& l) { return l.rfind("| method", 0) == 0; });
+  ASSERT_NE(header, md.end());
+  const std::vector<std::string> cols = {"method", "val loss", "train FLOPs", "inference FLOPs/token", "other ops/token",
+                                         "passes/token", "inference us/token", "tokens/s", "wall"};
+  auto cells = [](const std::string& line) {
+    std::vector<std::string> c;
+    std::stringstream ss(line.substr(1));
+    for (std::string x; std::getline(ss, x, '|');) c.push_back(x.substr(1, x.size() - 2));  // trim the spaces
+    return c;
+  };
+  EXPECT_EQ(cells(*header), cols) << *header;
+  for (const std::string method : {"standard", "adaponder"}) {
+    SCOPED_TRACE(method);
+    const auto row = std::find_if(md.begin(), md.end(), [&](const std::string& l) { return l.rfind("| " + method + " |", 0) == 0; });
+    ASSERT_NE(row, md.end());
+    const auto c = cells(*row);
+    ASSERT_EQ(c.size(), cols.size()) << *row;
+    EXPECT_GT(std::stod(c[4]), 0) << "other ops/token: " << c[4];  // e.g. "37.1k": stod reads the number
+    const double us = std::stod(c[6]);
+    EXPECT_TRUE(std::isfinite(us) && us > 0) << "inference us/token: " << c[6];
+  }
+  // the run's metrics log: a growing training total of the other ops
+  const std::vector<std::string> ml = lines_of(dir + "/cmp/adaponder/metrics.jsonl");
+  ASSERT_EQ(ml.size(), 4u);
+  double prev = 0;
+  for (auto& l : ml) {
+    const Json j = parse_json(l, "metrics");
+    ASSERT_NE(j.find("other_flops"), nullptr) << l;
+    EXPECT_GT(j.find("other_flops")->number, prev) << l;
+    prev = j.find("other_flops")->number;
+  }
+  r = run_program(eval + " --ckpt " + dir + "/cmp/adaponder --seq 16 --batch 2 --json " + dir + "/eval.json", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("other ops   "), std::string::npos) << r.out;
+  const Json ej = parse_json(read_bytes(dir + "/eval.json"), "eval.json");
+  ASSERT_NE(ej.find("fwd_other_ops_per_token"), nullptr);
+  EXPECT_GT(ej.find("fwd_other_ops_per_token")->number, 0);
+  EXPECT_GT(ej.find("fwd_flops_per_token")->number, 0);
 }

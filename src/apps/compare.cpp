@@ -1,6 +1,8 @@
 // compare: train several methods on the same data, config, token budget and
 // seed, then print (and save) one table: validation loss, training FLOPs,
-// inference FLOPs per token, passes per token, tokens/s.
+// inference FLOPs per token and the other (non-matmul) ops per token beside
+// them, passes per token, measured inference time per token, training
+// tokens/s.
 //
 //   ./compare --methods standard,looped,ponder,pause --steps 400
 //   ./compare --methods ponder,adaponder,adaponder:policy=uniform:policy-passes=auto
@@ -22,6 +24,8 @@
 // interruption) and tabulated at the end.
 #include <omp.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -38,7 +42,8 @@ namespace {
 
 struct Row {
   std::string label;
-  double val_loss = NAN, train_flops = 0, infer_flops = 0, passes = 0, tok_s = 0, seconds = 0;
+  double val_loss = NAN, train_flops = 0, infer_flops = 0, infer_other = 0, passes = 0, tok_s = 0, seconds = 0;
+  double infer_us = NAN;  // measured forward time per token (median of 3)
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -80,25 +85,44 @@ TrainOptions options_for(const TrainOptions& base, const std::string& spec, doub
   return o;
 }
 
-// Forward FLOPs per token and passes per token of a trained method on the
-// fixed validation batches (what inference costs). The FLOPs are
-// StepStats::inference_flops: the evaluation forward's own, except where the
-// decoder does different work (PonderLM-2: the sequential decode, not the
-// Jacobi passes).
-void inference_cost(Trainer<Bk>& tr, const TokenSource& val, const TrainOptions& o, double* flops, double* passes) {
-  double f = 0, tok = 0, p = 0;
+// What inference costs a trained method on the fixed validation batches:
+// forward FLOPs, other (non-matmul) ops and passes per token, counted; and
+// the forward's wall time per token, measured: one warm-up batch, then the
+// median of 3 timings of all the batches (steady clock, forward only, on the
+// run's --threads).
+void inference_cost(Trainer<Bk>& tr, const TokenSource& val, const TrainOptions& o, Row* r) {
+  double f = 0, other = 0, tok = 0, p = 0;
+  std::vector<Batch> batches;
   for (int i = 0; i < o.eval_batches; i++) {
     tr.model().arena.reset();
-    Batch b = eval_batch(val, o.batch, o.seq, i, o.eval_batches);
+    batches.push_back(eval_batch(val, o.batch, o.seq, i, o.eval_batches));
+    const Batch& b = batches.back();
     tr.method().forward(tr.model(), b, false);
     StepStats s = tr.method().stats(tr.model());
     f += s.inference_flops();  // what generation costs (PonderLM-2: the sequential decode)
+    other += s.fwd_other_flops;
     tok += (double)b.B * b.T;
     for (auto& kv : s.halting)
       if (kv.first == "passes") p += kv.second * b.B * b.T;
   }
-  *flops = f / tok;
-  *passes = p / tok;
+  r->infer_flops = f / tok;
+  r->infer_other = other / tok;
+  r->passes = p / tok;
+  using Clock = std::chrono::steady_clock;
+  tr.model().arena.reset();
+  tr.method().forward(tr.model(), batches[0], false);  // warm-up (the loop above warmed the arena too)
+  std::vector<double> us;
+  for (int rep = 0; rep < 3; rep++) {
+    const auto t0 = Clock::now();
+    for (const Batch& b : batches) {
+      tr.model().arena.reset();
+      tr.method().forward(tr.model(), b, false);
+    }
+    tr.model().be.sync();
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / tok);
+  }
+  std::sort(us.begin(), us.end());
+  r->infer_us = us[1];
 }
 
 // The per-pass exit histogram "f1/f2/.../f{K+1}" of a trained adaponder on the
@@ -184,7 +208,7 @@ int main(int argc, char** argv) {
         r.val_loss = res.final_val_loss;
         r.train_flops = res.train_flops, r.seconds = res.seconds, r.tok_s = res.tokens / res.seconds;
       }
-      inference_cost(tr, *data.val, o, &r.infer_flops, &r.passes);
+      inference_cost(tr, *data.val, o, &r);
       if (o.method == "adaponder" && o.method_opts.ada.policy == "gates") {
         learned_passes = r.passes;
         learned_hist = exit_histogram(tr, *data.val, o);
@@ -199,15 +223,20 @@ int main(int argc, char** argv) {
     t << "config " << cfg.describe() << "; " << base.steps << " steps x " << base.accum * base.batch << " x "
       << base.seq << " tokens = " << format_count((double)base.steps * base.accum * base.batch * base.seq)
       << " training tokens, seed " << base.seed << ", data " << base.data << "\n\n";
-    t << "| method | val loss | train FLOPs | inference FLOPs/token | passes/token | tokens/s | wall |\n";
-    t << "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    t << "| method | val loss | train FLOPs | inference FLOPs/token | other ops/token | passes/token | inference "
+         "us/token | tokens/s | wall |\n";
+    t << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
     for (auto& r : rows) {
       char buf[512];
-      std::snprintf(buf, sizeof buf, "| %s | %.4f | %s | %s | %.2f | %.0f | %s |\n", r.label.c_str(), r.val_loss,
-                    format_count(r.train_flops).c_str(), format_count(r.infer_flops).c_str(), r.passes, r.tok_s,
+      std::snprintf(buf, sizeof buf, "| %s | %.4f | %s | %s | %s | %.2f | %.2f | %.0f | %s |\n", r.label.c_str(),
+                    r.val_loss, format_count(r.train_flops).c_str(), format_count(r.infer_flops).c_str(),
+                    format_count(r.infer_other).c_str(), r.passes, r.infer_us, r.tok_s,
                     format_duration(r.seconds).c_str());
       t << buf;
     }
+    t << "\nother ops: softmaxes, norms, RoPE, SwiGLU, gates (one op per scalar add, multiply, exp, ...: "
+         "model/flop_count.h); inference us/token: forward only on the " << base.eval_batches
+      << " validation batches, median of 3, --threads " << omp_get_max_threads() << "\n";
     std::printf("\n%s", t.str().c_str());
     std::ofstream(out_dir + "/compare.md") << t.str();
     write_loss_plot(curves, "loss vs tokens and vs training FLOPs (" + cfg.name + ")", out_dir + "/compare.svg");

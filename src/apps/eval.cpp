@@ -1,5 +1,6 @@
 // eval: loss, perplexity and bits per byte of a checkpoint on a dataset, with
-// the method's forward FLOPs per token and its halting statistics.
+// the method's forward FLOPs per token, its other (non-matmul) ops per token,
+// its forward speed and its halting statistics.
 //   ./eval --ckpt runs/standard-tiny                        # its validation split, as the trainer measured it
 //   ./eval --ckpt runs/ponder-tiny/ckpt_200 --batches 0      # every validation token once
 //   ./eval --ckpt runs/standard-tiny --data other.txt --split all --json eval.json
@@ -190,6 +191,8 @@ int main(int argc, char** argv) {
     std::printf("bits/byte   %.4f (%.0f bytes of text)\n", r.bits_per_byte(), r.bytes);
     std::printf("FLOPs/token %s forward (%.2fx a standard forward at seq %d)\n", format_count(r.flops_per_token()).c_str(),
                 r.flops_per_token() / plain, o.seq);
+    std::printf("other ops   %s/token forward (softmaxes, norms, RoPE, SwiGLU, gates: model/flop_count.h)\n",
+                format_count(r.other_per_token()).c_str());
     std::printf("speed       %.0f tokens/s forward (%.3f s in the method's forward and statistics)\n",
                 r.tokens / r.forward_seconds, r.forward_seconds);
     std::printf("halting    ");
@@ -230,6 +233,7 @@ int main(int argc, char** argv) {
                       ", \"loss\": " + num(r.loss()) + ", \"perplexity\": " + num(r.perplexity()) +
                       ", \"bits_per_byte\": " + num(r.bits_per_byte()) + ", \"bytes\": " + num(r.bytes) +
                       ", \"fwd_flops_per_token\": " + num(r.flops_per_token()) +
+                      ", \"fwd_other_ops_per_token\": " + num(r.other_per_token()) +
                       ", \"tokens_per_second\": " + num(r.tokens / r.forward_seconds) +
                       ", \"standard_fwd_flops_per_token\": " + num(plain) + ", \"halting\": {";
       for (size_t i = 0; i < r.halting.size(); i++)

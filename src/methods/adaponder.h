@@ -283,6 +283,7 @@ class AdaPonderMethod : public Method<Bk> {
         T* next = m.alloc((size_t)N_ * D);
         m.be.copy(next, e, (size_t)N_ * D);
         m.be.scatter_add_rows(next, D, P.upd, D, P.d_rows, n, D);  // e^{i+1} = e^i + update
+        m.flops.other += 2 * op_cost::elementwise((double)n * D);  // the scale by coef, the add
         e = next;
       } else {
         for (int r = 0; r < n; r++) stop[r] = P.running[r];
@@ -300,6 +301,7 @@ class AdaPonderMethod : public Method<Bk> {
       P.lse = m.alloc(n);
       P.logp = m.alloc(n);
       m.be.logsoftmax_target_forward(P.lse, P.logp, P.ro.logits, P.d_targets, n, m.cfg.vocab, m.cfg.vocab);
+      m.flops.other += op_cost::log_softmax_target(n, m.cfg.vocab);
       P.targets = std::move(tg);
     }
     select_bottom_k(m);
@@ -346,6 +348,8 @@ class AdaPonderMethod : public Method<Bk> {
     s.tokens = supervised_;
     s.fwd_flops = m.flops.fwd;
     s.train_flops = 3 * m.flops.fwd;
+    s.fwd_other_flops = m.flops.other;
+    s.train_other_flops = 3 * m.flops.other;
     double passes = 0;
     for (int p : last_pass_) passes += p;
     s.halting = {{"passes", passes / N_}, {"ponder_loss", ponder_loss_}, {"k", k_now_}, {"gate_mean", gate_mean_}};
@@ -412,6 +416,7 @@ class AdaPonderMethod : public Method<Bk> {
     m.be.matmul_forward(g.logit, g.a, m.param(gate_name(i, "w2")), n, Dg, 1);
     m.be.for_each(n, GateForward<T>{g.logit, m.param(gate_name(i, "b2")), d_running, g.s, coef, T(o_.tau)});
     m.flops.fwd += 2.0 * n * (D * Dg + Dg);
+    m.flops.other += op_cost::silu((double)n * Dg) + op_cost::sigmoid(n) + 2.0 * n;  // + b2, the tau test
     return g;
   }
 

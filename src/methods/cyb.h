@@ -193,6 +193,7 @@ class CybMethod : public Method<Bk> {
     m.flops.fwd += 2.0 * rows_ * D;
     lse_ = m.alloc(rows_), logp_ = m.alloc(rows_), xdk_ = m.alloc(rows_);
     m.be.logsoftmax_target_forward(lse_, logp_, ro_.logits, d_tg_, rows_, V, V);
+    m.flops.other += op_cost::log_softmax_target(rows_, V) + op_cost::elementwise(rows_);  // and o_DK - LSE
     m.be.copy(xdk_, dk_, rows_);
     m.be.axpy(xdk_, T(-1), lse_, rows_);  // x = o_DK - LSE(o_V): d = sigmoid(x)
 
@@ -245,6 +246,8 @@ class CybMethod : public Method<Bk> {
     s.tokens = supervised_;
     s.fwd_flops = m.flops.fwd;
     s.train_flops = 3 * m.flops.fwd;
+    s.fwd_other_flops = m.flops.other;
+    s.train_other_flops = 3 * m.flops.other;
     // compute per token at inference: all W steps when earlier pauses stay visible, the used ones otherwise
     s.halting = {{"passes", o_.visibility == "own" ? st / n_ : (double)W_}, {"steps", st / n_}};
     return s;

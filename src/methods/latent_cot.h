@@ -116,6 +116,7 @@ class LatentCotMethod : public Method<Bk> {
     m.be.matmul_forward(r.logit, r.a, m.param("latent_cot.router.w2"), n, Dr, 1);
     m.be.for_each(n, RouterGate{r.logit, m.param("latent_cot.router.b2"), r.g});
     m.flops.fwd += 2.0 * n * (D * Dr + Dr);
+    m.flops.other += op_cost::silu((double)n * Dr) + op_cost::sigmoid(n) + n;  // + b2
     return r;
   }
 
@@ -158,6 +159,7 @@ class LatentCotMethod : public Method<Bk> {
       s.d_targets = upload(m, tg);
       s.lse = m.alloc(n), s.logp = m.alloc(n);
       m.be.logsoftmax_target_forward(s.lse, s.logp, s.ro.logits, s.d_targets, n, V, V);
+      m.flops.other += op_cost::log_softmax_target(n, V);
       m.be.scatter_rows(logp_all_ + (size_t)k * N_, 1, s.logp, 1, s.d_rows, n, 1);
       if (k == K) break;
       s.router = router(m, s.ro.hn, n);
@@ -235,6 +237,8 @@ class LatentCotMethod : public Method<Bk> {
     s.tokens = supervised_;
     s.fwd_flops = m.flops.fwd;
     s.train_flops = 3 * m.flops.fwd;
+    s.fwd_other_flops = m.flops.other;
+    s.train_other_flops = 3 * m.flops.other;
     double steps = 0;
     std::vector<double> hist(o_.K + 1, 0.0);
     for (int k : kstar_) steps += k + 1, hist[k] += 1.0 / N_;

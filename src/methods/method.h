@@ -39,6 +39,8 @@ struct StepStats {
   // < 0: the same as fwd_flops (every other method).
   double infer_flops = -1;
   double inference_flops() const { return infer_flops >= 0 ? infer_flops : fwd_flops; }
+  double fwd_other_flops = 0;    // forward non-matmul ops (softmax, norms, ...: model/flop_count.h)
+  double train_other_flops = 0;  // forward + backward non-matmul ops
   std::vector<std::pair<std::string, double>> halting;  // method statistics, e.g. {"passes", 2.7}
 };
 
@@ -65,11 +67,13 @@ class Decoder {
     m_.flops.reset();
     run(token, len_);
     flops_ += m_.flops.fwd;
+    other_flops_ += m_.flops.other;
     len_++;
     return probs_;
   }
   int length() const { return len_; }              // tokens fed so far
   double flops() const { return flops_; }          // forward FLOPs spent so far
+  double other_flops() const { return other_flops_; }  // forward non-matmul ops so far
   double passes_last() const { return passes_; }   // passes (or steps) used for the last token
 
  protected:
@@ -90,7 +94,7 @@ class Decoder {
 
  private:
   int max_len_, len_ = 0;
-  double flops_ = 0;
+  double flops_ = 0, other_flops_ = 0;
 };
 
 template <class Bk>

@@ -37,6 +37,7 @@ struct NextTokenLoss {
     lse = m.alloc(n);
     logp = m.alloc(n);
     m.be.logsoftmax_target_forward(lse, logp, z, y, n, V, V);
+    m.flops.other += op_cost::log_softmax_target(n, V);
   }
 
   // Mean -log p(y) over supervised rows (host; synchronises).
@@ -58,6 +59,8 @@ struct NextTokenLoss {
     s.tokens = count;
     s.fwd_flops = m.flops.fwd;
     s.train_flops = 3 * m.flops.fwd;
+    s.fwd_other_flops = m.flops.other;
+    s.train_other_flops = 3 * m.flops.other;
     s.halting = {{"passes", passes}};
     return s;
   }

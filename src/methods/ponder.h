@@ -47,6 +47,7 @@ class PonderMethod : public Method<Bk> {
       T* phi = se_[i].forward(m, ro_.back().logits, n_, c);     // sqrt(D) softmax(W H) E
       T* next = m.alloc((size_t)n_ * m.cfg.dim);
       m.be.add(next, e, phi, (size_t)n_ * m.cfg.dim);            // e^{i+1} = e^i + phi
+      m.flops.other += op_cost::elementwise((double)n_ * m.cfg.dim);
       e = next;
     }
     loss_.forward(m, ro_.back().logits, b.targets);

@@ -128,6 +128,7 @@ class PonderLM2Method : public Method<Bk> {
       if (p + 1 < npass) {  // the next pass's latent inputs: the final norm of every row (no head)
         P.hn = m.alloc((size_t)P.n * D), P.rstd = m.alloc(P.n);
         m.be.rmsnorm_forward(P.hn, P.rstd, P.acts.out(), m.w.final_norm, P.n, D, m.cfg.norm_eps);
+        m.flops.other += op_cost::rmsnorm(P.n, D);
       }
     }
     // logits at stage K of every token of the final pass
@@ -238,6 +239,7 @@ class PonderLM2Decoder : public Decoder<Bk> {
       T* hn = m.alloc(D);
       T* rstd = m.alloc(1);
       m.be.rmsnorm_forward(hn, rstd, acts.out(), m.w.final_norm, 1, D, m.cfg.norm_eps);
+      m.flops.other += op_cost::rmsnorm(1, D);
       x = hn;  // S^{k+1}_t = RMSNorm(H_{t,k}) * norm.weight
     }
   }

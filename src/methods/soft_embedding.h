@@ -7,7 +7,8 @@
 //   a   = c * g E^T              (N, V)   = dL/dp
 //   dz  = p * (a - <p, a>)       softmax Jacobian
 // (dz then goes through the readout backward into W and h.)
-// Cost: two V x D products per row, as much as the head itself; counted.
+// Cost: two V x D products per row, as much as the head itself; counted, and
+// beside them the softmax over V (5V + 1 other ops per row, model/flop_count.h).
 #pragma once
 #include "model/model.h"
 
@@ -32,6 +33,7 @@ struct SoftEmbedding {
     m.be.matmul_nn_forward(phi, p, m.w.embed, n, V, D);
     if (c != T(1)) m.be.scale(phi, c, (size_t)n * D);
     m.flops.fwd += 2.0 * n * V * D;
+    m.flops.other += op_cost::softmax(n, V) + (c != T(1) ? op_cost::elementwise((double)n * D) : 0.0);
     return phi;
   }
 

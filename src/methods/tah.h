@@ -206,6 +206,7 @@ class TahMethod : public Method<Bk> {
     Norm a;
     a.x = x, a.y = m.alloc((size_t)n * D), a.rstd = m.alloc(n);
     m.be.rmsnorm_forward(a.y, a.rstd, x, m.param(w), n, D, m.cfg.norm_eps);
+    m.flops.other += op_cost::rmsnorm(n, D);
     return a;
   }
   void norm_backward(Model<Bk>& m, const std::string& w, const Norm& a, const T* dy, T* dx, int n) {
@@ -223,6 +224,7 @@ class TahMethod : public Method<Bk> {
     a.x = x, a.gu = m.alloc((size_t)n * 2 * F), a.act = m.alloc((size_t)n * F), a.y = m.alloc((size_t)n * D);
     m.be.matmul_forward(a.gu, x, m.param(p + ".w_gate_up.weight"), n, D, 2 * F);
     m.be.swiglu_forward(a.act, a.gu, n, F);
+    m.flops.other += op_cost::swiglu(n, F);
     m.be.matmul_forward(a.y, a.act, m.param(p + ".w_down.weight"), n, F, D);
     return a;
   }
@@ -270,6 +272,7 @@ class TahMethod : public Method<Bk> {
     m.be.matmul_forward(a.u, a.nv.y, m.param("tah.decider.score.weight"), n, D, 1);
     m.be.for_each(n, TahSigmoid<T>{a.u, a.g});
     m.flops.fwd += 2.0 * n * (3.0 * D * D + 3.0 * D * F + D);
+    m.flops.other += op_cost::softmax(n, V) + op_cost::topk(n, V, D) + op_cost::sigmoid(n);  // norms, MLP: above
     return a;
   }
   // du (n) = dL/du -> accumulates dL/de into de, dL/dh into dhn (n, D), dL/dlogits into dlogits (n, V).
@@ -369,6 +372,7 @@ class TahMethod : public Method<Bk> {
       s.d_targets = upload(m, tg);
       s.lse = m.alloc(n), s.logp = m.alloc(n);
       m.be.logsoftmax_target_forward(s.lse, s.logp, s.ro.logits, s.d_targets, n, V, V);
+      m.flops.other += op_cost::log_softmax_target(n, V);
       m.be.scatter_rows(logp_all_ + (size_t)k * N_, 1, s.logp, 1, s.d_rows, n, 1);
       if (k == M - 1) break;
       s.e = m.alloc((size_t)n * D);
@@ -405,7 +409,7 @@ class TahMethod : public Method<Bk> {
     g_logp_all_ = m.alloc((size_t)M * N_), g_g_all_ = m.alloc((size_t)M * N_);
     m.be.for_each(N_, TahToken<T>{N_, M - 1, d_kstar_, d_sup_, logp_all_, g_all_,
                                   T(supervised_ ? 1.0 / supervised_ : 0.0), loss_ce_, g_logp_all_, g_g_all_});
-    flops_main_ = m.flops.fwd;
+    flops_main_ = m.flops.fwd, other_main_ = m.flops.other;
     // the depth labels (lookahead passes: training cost, not the model's forward) and L_dec
     has_labels_ = o_.alpha > 0 && M > 1 && !fixed();
     if (has_labels_) {
@@ -420,7 +424,7 @@ class TahMethod : public Method<Bk> {
                                           s.ddec});
       }
     }
-    flops_lookahead_ = m.flops.fwd - flops_main_;
+    flops_lookahead_ = m.flops.fwd - flops_main_, other_lookahead_ = m.flops.other - other_main_;
   }
 
   // ---------------------------------------------------------------------
@@ -478,6 +482,8 @@ class TahMethod : public Method<Bk> {
     s.tokens = supervised_;
     s.fwd_flops = flops_main_;
     s.train_flops = 3 * flops_main_ + flops_lookahead_;  // the lookahead runs forward only
+    s.fwd_other_flops = other_main_;
+    s.train_other_flops = 3 * other_main_ + other_lookahead_;
     double depths = 0;
     std::vector<double> hist(o_.M, 0.0);
     for (int k : kstar_) depths += k + 1, hist[k] += 1.0 / N_;
@@ -629,6 +635,7 @@ class TahMethod : public Method<Bk> {
     T* lse = m.alloc(n);
     T* logp = m.alloc(n);
     m.be.logsoftmax_target_forward(lse, logp, ro.logits, upload(m, tg), n, V, V);
+    m.flops.other += op_cost::log_softmax_target(n, V);
     std::vector<double> l(n);
     m.be.to_host(l.data(), logp, n);
     for (double& v : l) v = -v;
@@ -709,7 +716,7 @@ class TahMethod : public Method<Bk> {
   KvStore<Bk> kv_;
   std::vector<Step> steps_;
   T *logp_all_ = nullptr, *g_all_ = nullptr, *loss_ce_ = nullptr, *g_logp_all_ = nullptr, *g_g_all_ = nullptr;
-  double flops_main_ = 0, flops_lookahead_ = 0;
+  double flops_main_ = 0, flops_lookahead_ = 0, other_main_ = 0, other_lookahead_ = 0;
   // labels
   bool has_labels_ = false, freeze_ = false, frozen_ready_ = false, private_lookahead_ = true;
   int mismatches_ = 0;

@@ -28,6 +28,7 @@
 #include "backend/device_array.h"
 #include "core/config.h"
 #include "core/rng.h"
+#include "model/flop_count.h"
 #include "model/kv_store.h"
 #include "model/params.h"
 #include "model/pass_plan.h"
@@ -57,12 +58,6 @@ inline void add_backbone_params(ParamLayout& lay, const ModelConfig& c, int pass
   lay.add("norm.weight", {D}, Init::Ones, 1.0, false);
   if (!c.tied) lay.add("output.weight", {V, D}, Init::Normal, std, true);
 }
-
-// Forward FLOPs actually spent, by the backbone and by the method's extras.
-struct FlopCount {
-  double fwd = 0;  // forward FLOPs (multiply-add = 2)
-  void reset() { fwd = 0; }
-};
 
 template <class Bk>
 class Model {
@@ -263,6 +258,7 @@ class Model {
     be.rmsnorm_forward(r.hn, r.rstd, x, w.final_norm, n, D, cfg.norm_eps);
     be.matmul_forward(r.logits, r.hn, w.head, n, D, V);
     flops.fwd += 2.0 * n * D * V;
+    flops.other += op_cost::rmsnorm(n, D);
     return r;
   }
 
@@ -284,6 +280,7 @@ class Model {
     be.to_device(d_ids, ids.data(), n);
     T* out = alloc((size_t)n * cfg.dim);
     be.embedding_forward(out, d_ids, w.embed, n, cfg.dim, T(embed_scale));
+    if (embed_scale != 1.0) flops.other += op_cost::elementwise((double)n * cfg.dim);
     if (d_ids_out) *d_ids_out = d_ids;
     return out;
   }
@@ -340,9 +337,15 @@ class Model {
 
   // Matmuls: 2 * (block matmul params) per row; attention: QK^T and PV are
   // 2 * hs multiply-adds per visible key and head, i.e. 4 * D per key, per layer.
+  // Other ops (model/flop_count.h), per layer: two RMSNorms, RoPE on q and k,
+  // the attention softmax over the visible keys, SwiGLU, two residual adds.
   void count_pass_flops(const PassPlan& plan, const KvStore<Bk>& kv) {
-    const double keys = (double)kv.total_visible_keys(plan.slot);
-    flops.fwd += 2.0 * plan.n() * (double)cfg.num_block_matmul_params() + 4.0 * cfg.dim * cfg.layers * keys;
+    const double keys = (double)kv.total_visible_keys(plan.slot), n = plan.n();
+    const int D = cfg.dim;
+    flops.fwd += 2.0 * n * (double)cfg.num_block_matmul_params() + 4.0 * D * cfg.layers * keys;
+    flops.other += cfg.layers * (2 * op_cost::rmsnorm(n, D) + op_cost::rope(n, 2 * D) +
+                                 op_cost::attention_softmax(n, keys, cfg.heads, D) +
+                                 op_cost::swiglu(n, cfg.hidden) + 2 * op_cost::elementwise(n * D));
   }
 };
 

@@ -4,6 +4,7 @@
 // and tensor in docs/formats.md.
 #include "train/checkpoint.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -244,6 +245,7 @@ std::string write_checkpoint(const std::string& out, const ModelMeta& meta, cons
   sw.add("data.train_tokens", {1}, &train_tokens);
   sw.add("progress.tokens", {1}, &st.tokens);
   sw.add("progress.flops", {1}, &st.flops);
+  sw.add("progress.other_flops", {1}, &st.other_flops);
   sw.add("progress.seconds", {1}, &st.seconds);
   sw.add("schedule.lr", {1}, &st.schedule.lr);
   sw.add("schedule.min_lr_frac", {1}, &st.schedule.min_frac);
@@ -362,6 +364,8 @@ TrainState read_train_state(const std::string& ckpt_dir, size_t n_params, long l
   st.train_tokens = u64[0];
   st.tokens = real("progress.tokens");
   st.flops = real("progress.flops");
+  // absent from checkpoints written before non-matmul ops were counted: the total is then unknown
+  st.other_flops = f.find("progress.other_flops") ? real("progress.other_flops") : NAN;
   st.seconds = real("progress.seconds");
   st.schedule.lr = real("schedule.lr");
   st.schedule.min_frac = real("schedule.min_lr_frac");

@@ -45,6 +45,7 @@ struct TrainState {
   std::array<uint64_t, 4> data_rng{};    // the batcher's RNG after the last batch drawn
   uint64_t train_tokens = 0;             // size of the training stream (a resume checks it is the same data)
   double tokens = 0, flops = 0, seconds = 0;  // running totals of the metrics log
+  double other_flops = 0;  // training non-matmul ops so far (NaN: a checkpoint written before they were counted)
   CosineSchedule schedule;
   std::vector<std::pair<std::string, std::string>> options;  // option_values() of the run (flag, exact value)
 };

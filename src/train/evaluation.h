@@ -3,9 +3,11 @@
 //   perplexity  exp(loss)
 //   bits/byte   total -log2 q(y) / the UTF-8 bytes the target tokens decode
 //               to: comparable across tokenizers (end-of-text counts 0 bytes)
-//   FLOPs/token the method's inference FLOPs per evaluated position
-//               (StepStats::inference_flops: the forward's own FLOPs, except
-//               for PonderLM-2, whose figure is its sequential decode)
+//   FLOPs/token the method's inference FLOPs per evaluated position, matmuls
+//               and attention (StepStats::inference_flops: the forward's own,
+//               except for PonderLM-2, whose figure is its sequential decode),
+//               and beside them its other ops per position (softmaxes, norms,
+//               ...: model/flop_count.h)
 //   halting     the method's statistics (StepStats::halting, token-weighted),
 //               the passes each token used (mean and histogram) and the
 //               Pearson correlation between a token's passes and its NLL: an
@@ -29,7 +31,7 @@
 namespace ada {
 
 struct EvalReport {
-  double tokens = 0, nll_sum = 0, bytes = 0, fwd_flops = 0;
+  double tokens = 0, nll_sum = 0, bytes = 0, fwd_flops = 0, fwd_other_flops = 0;
   double forward_seconds = 0;  // wall time of the method's forward and statistics (inference speed)
   std::vector<std::pair<std::string, double>> halting;  // token-weighted means of StepStats::halting
   std::vector<double> passes, nll;                      // per evaluated token
@@ -38,6 +40,7 @@ struct EvalReport {
   double perplexity() const { return std::exp(loss()); }
   double bits_per_byte() const { return bytes > 0 ? nll_sum / std::log(2.0) / bytes : NAN; }
   double flops_per_token() const { return fwd_flops / tokens; }
+  double other_per_token() const { return fwd_other_flops / tokens; }
   double mean_passes() const {
     double s = 0;
     for (double p : passes) s += p;
@@ -115,6 +118,7 @@ EvalReport evaluate_model(Model<Bk>& model, Method<Bk>& method, const TokenSourc
     r.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     method.per_token(model, nll, passes);
     r.fwd_flops += s.inference_flops();  // the decoder's cost where it differs (PonderLM-2)
+    r.fwd_other_flops += s.fwd_other_flops;
     for (size_t k = 0; k < s.halting.size(); k++) {
       if (halting_sum.size() <= k) halting_sum.push_back({s.halting[k].first, 0.0});
       halting_sum[k].second += s.halting[k].second * s.tokens;

@@ -38,6 +38,7 @@ namespace ada {
 struct TrainResult {
   double final_train_loss = NAN, final_val_loss = NAN;
   double tokens = 0, train_flops = 0, seconds = 0;
+  double train_other_flops = 0;      // non-matmul ops (model/flop_count.h)
   long long steps = 0;               // the step reached
   long long first_step = 0;          // the step this run started from (> 0 after a resume)
   std::vector<double> losses;        // training loss of each step this run took
@@ -125,7 +126,7 @@ class Trainer {
     const double tokens_per_step = (double)o_.accum * o_.batch * o_.seq;
     const long long first = resumed_ ? state_.step : 0;
     res.first_step = res.steps = first;
-    if (resumed_) res.tokens = state_.tokens, res.train_flops = state_.flops;
+    if (resumed_) res.tokens = state_.tokens, res.train_flops = state_.flops, res.train_other_flops = state_.other_flops;
     const double seconds_before = resumed_ ? state_.seconds : 0;
     for (long long step = first; step < o_.steps; step++) {
       const auto t0 = Clock::now();
@@ -135,7 +136,7 @@ class Trainer {
       h.beta1 = o_.beta1, h.beta2 = o_.beta2, h.weight_decay = o_.weight_decay, h.step = step + 1;
 
       model_->zero_grads();
-      double loss = 0, ce = 0, flops = 0;
+      double loss = 0, ce = 0, flops = 0, other = 0;
       StepStats last;
       for (int micro = 0; micro < o_.accum; micro++) {
         model_->arena.reset();
@@ -146,6 +147,7 @@ class Trainer {
         loss += last.loss / o_.accum;
         ce += last.ce / o_.accum;
         flops += last.train_flops;
+        other += last.train_other_flops;
       }
       check(std::isfinite(loss), "the training loss became " + non_finite(loss) + " at step " +
                                      std::to_string(step + 1) + "; stopping (lower --lr or check the data)");
@@ -158,6 +160,7 @@ class Trainer {
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       res.tokens += tokens_per_step;
       res.train_flops += flops;
+      res.train_other_flops += other;
       res.steps = step + 1;
       res.final_train_loss = loss;
       res.losses.push_back(loss);
@@ -173,7 +176,8 @@ class Trainer {
       const double tok_s = tokens_per_step / dt;
       JsonLine j;
       j.integer("step", step + 1).num("loss", loss).num("ce", ce).num("lr", h.lr).num("grad_norm", gnorm);
-      j.num("tokens", res.tokens).num("flops", res.train_flops).num("tok_per_s", tok_s).num("seconds", elapsed);
+      j.num("tokens", res.tokens).num("flops", res.train_flops).num("other_flops", res.train_other_flops);
+      j.num("tok_per_s", tok_s).num("seconds", elapsed);
       for (auto& kv : last.halting) j.num(kv.first, kv.second);
       if (!std::isnan(val)) j.num("val_loss", val);
       metrics_.write(j);
@@ -198,7 +202,7 @@ class Trainer {
         st.step = step + 1;
         st.data_rng = batcher.rng().state();
         st.train_tokens = data.train->size();
-        st.tokens = res.tokens, st.flops = res.train_flops, st.seconds = elapsed;
+        st.tokens = res.tokens, st.flops = res.train_flops, st.other_flops = res.train_other_flops, st.seconds = elapsed;
         st.schedule = sched;
         st.options = option_values(o_);
         res.last_checkpoint = save_checkpoint(o_.out, *model_, model_meta(step + 1), st, m_.data(), v_.data());
