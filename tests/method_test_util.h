@@ -1,9 +1,11 @@
 // Shared by the method tests: random batches and random (larger than
 // initialisation) parameters, so that every path of a model carries signal.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <functional>
-
 #include <memory>
+#include <vector>
 
 #include "backend/cpu_backend.h"
 #include "core/config.h"
@@ -56,5 +58,72 @@ struct MethodCase {
     return method->stats(*m).loss;
   }
 };
+
+// The middle of the widest gap between consecutive sorted values that both
+// lie in [lo, hi] (a threshold there is as far as can be from every value);
+// *gap gets the gap's width (0 if none).
+inline double middle_of_widest_gap(std::vector<double> v, double lo, double hi, double* gap) {
+  std::sort(v.begin(), v.end());
+  double best = 0, at = 0.5 * (lo + hi);
+  for (size_t i = 1; i < v.size(); i++)
+    if (v[i - 1] >= lo && v[i] <= hi && v[i] - v[i - 1] > best) best = v[i] - v[i - 1], at = 0.5 * (v[i] + v[i - 1]);
+  *gap = best;
+  return at;
+}
+
+// Checks that need a point away from every discrete decision (a threshold, a
+// top-k selection, a label cut) draw seeds until a margin rule holds, instead
+// of relying on one hand-picked seed: the first seed in [lo, hi) for which
+// ok(seed) is true, or -1 (the test then fails: no such point was found).
+inline long long first_seed(uint64_t lo, uint64_t hi, const std::function<bool(uint64_t)>& ok) {
+  for (uint64_t s = lo; s < hi; s++)
+    if (ok(s)) return (long long)s;
+  return -1;
+}
+
+// TaH2's decider reads top_D(q), the D largest probabilities in descending
+// order: a function of the logits that is smooth only while the selection and
+// its order stay the same. tah_top_logprobs: for every decider row of the
+// last forward (depths 1..M-1, in order), the logarithms of its D+1 largest
+// probabilities, descending (recomputed in double from the rows' final-normed
+// states). The order of q is the order of the logits, so margins and moves
+// are measured on log q = logit - LSE: a small probability moves in
+// proportion to its size, its logit does not.
+template <class Meth, class Bk>
+std::vector<double> tah_top_logprobs(const Meth& meth, Model<Bk>& m) {
+  const int D = m.cfg.dim, V = m.cfg.vocab, L = std::min(D + 1, V);
+  std::vector<double> head((size_t)V * D), out;
+  m.be.to_host(head.data(), m.w.head, head.size());
+  for (int k = 0; k + 1 < meth.options().M; k++) {
+    const int n = (int)meth.step_rows(k).size();
+    if (n == 0) continue;
+    std::vector<double> h((size_t)n * D);
+    m.be.to_host(h.data(), meth.step_states(k), h.size());
+    for (int r = 0; r < n; r++) {
+      std::vector<double> z(V);
+      double mx = -1e300, sum = 0;
+      for (int v = 0; v < V; v++) {
+        double acc = 0;
+        for (int d = 0; d < D; d++) acc += h[(size_t)r * D + d] * head[(size_t)v * D + d];
+        z[v] = acc, mx = std::max(mx, acc);
+      }
+      for (double x : z) sum += std::exp(x - mx);
+      const double lse = mx + std::log(sum);
+      for (double& x : z) x -= lse;
+      std::sort(z.begin(), z.end(), std::greater<double>());
+      out.insert(out.end(), z.begin(), z.begin() + L);
+    }
+  }
+  return out;
+}
+// The margin of the selection: the smallest gap between consecutive values of
+// tah_top_logprobs inside one row (the order in the top D and the boundary to the
+// first probability left out).
+inline double tah_topk_gap(const std::vector<double>& top, int D) {
+  double gap = 1e300;
+  for (size_t i = 0; i + 1 < top.size(); i++)
+    if ((i + 1) % (D + 1) != 0) gap = std::min(gap, top[i] - top[i + 1]);
+  return gap;
+}
 
 }  // namespace ada::test

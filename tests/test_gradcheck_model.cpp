@@ -85,8 +85,9 @@ TEST(GradCheckModel, EveryMethodLoss) {
     MethodOptions mo;
     mo.iters = 2, mo.ponder_steps = 2, mo.pauses = 2;
     // latent_cot's halting loss multiplies by sg(p): finite differences of the
-    // loss would differentiate through p, so it is checked on its own, on the
-    // router's parameters (test_latent_cot.cpp); here the mixture loss alone.
+    // loss would differentiate through p, so it is checked with the values
+    // inside sg() frozen, through every tensor (test_latent_cot.cpp); here the
+    // mixture loss alone.
     mo.latent.lambda = 0;
     // tah's decider loss has labels, weights and positive weights computed
     // without gradient from the model's own losses: finite differences would

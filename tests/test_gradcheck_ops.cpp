@@ -371,3 +371,22 @@ TEST(Ops, VisibleKeyCountMatchesTheMask) {
     EXPECT_GT(direct, 0);
   }
 }
+
+// The two error measures of gradcheck.h on hand-made vectors: an entry 500x
+// smaller than the largest, wrong by 2e-4 of itself, passes the per-tensor
+// check and fails the element-wise one; noise far below the floor (an exact
+// zero against 1e-12) passes both.
+TEST(GradCheckHelpers, ElementwiseErrorSeesSmallEntries) {
+  const std::vector<double> n = {1.0, -0.4, 2e-3, 0.0};
+  std::vector<double> a = n;
+  a[2] *= 1 + 2e-4;
+  EXPECT_LT(grad_error(a, n), kGradTol);
+  size_t at = 99;
+  EXPECT_NEAR(grad_error_elementwise(a, n, kElemFloor, &at), 2e-4 / (1 + 2e-4), 1e-12);
+  EXPECT_EQ(at, 2u);
+  EXPECT_GT(grad_error_elementwise(a, n), kElemTol);
+  a = n;
+  a[3] = 1e-12;
+  EXPECT_LT(grad_error(a, n), kGradTol);
+  EXPECT_NEAR(grad_error_elementwise(a, n), 1e-12 / 1e-3, 1e-20);  // judged against the floor 1e-3 max|n|
+}

@@ -1,7 +1,8 @@
 // Adaptive latent CoT: the per-token mixture loss against its definition,
-// gradient checks with and without pruning (the halting loss L_ada, which
-// multiplies by sg(p), checked on the router's parameters, whose gradient it
-// alone defines), and decoding with pruning.
+// whole-model gradient checks of the full loss L_LM + lambda L_ada with and
+// without pruning (the values inside L_ada's stop-gradient frozen at the
+// analytic forward, so finite differences hold them constant too), and
+// decoding with pruning.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,21 +28,30 @@ struct LatentCase : MethodCase<LatentCotMethod<Bd>> {
     b = random_batch(2, 6, m->cfg.vocab, seed + 1);
     b.targets[3] = -1;
   }
-  void check(const std::vector<std::string>& only = {}) {
+  // Every parameter tensor against central differences of the loss. The
+  // values inside sg() are frozen at the forward of the analytic gradient, and
+  // every evaluation must run the same cells (no reach crosses tau).
+  void check() {
+    method->freeze_stop_gradient(true);
     m->zero_grads();
     m->arena.reset();
     method->forward(*m, b, true);
     method->backward(*m, 1.0);
+    const std::vector<int> ks = method->last_step();
     std::vector<double> g(m->grads.data(), m->grads.data() + m->num_params());
+    int cell_changes = 0;
     for (auto& p : m->layout.tensors()) {
-      if (!only.empty() && std::find(only.begin(), only.end(), p.name) == only.end()) continue;
       std::vector<double> a(g.begin() + p.offset, g.begin() + p.offset + p.numel);
-      expect_grad_close(p.name, a, numeric_grad(m->params.data() + p.offset, p.numel, [&] { return loss(); }));
+      expect_grad_close(p.name, a, numeric_grad(m->params.data() + p.offset, p.numel, [&] {
+                          const double l = loss();
+                          cell_changes += method->last_step() != ks;
+                          return l;
+                        }));
     }
+    EXPECT_EQ(cell_changes, 0);
+    method->freeze_stop_gradient(false);
   }
 };
-
-const std::vector<std::string> kRouter = {"latent_cot.router.w1", "latent_cot.router.w2", "latent_cot.router.b2"};
 
 // A tau in the middle of the widest gap between the reach probabilities.
 double tau_in_gap(std::vector<double> r, double lo, double hi) {
@@ -63,7 +73,7 @@ TEST(LatentCot, TokenLossMatchesDefinitionAndDifferences) {
   int sup = 1;
   auto run = [&](double* glp, double* gg, double* ada) {
     double lm, a, x[4], y[4];
-    LatentCotToken<double>{N, K, &ks, &sup, logp.data(), g.data(), 0.5, 2.0, 1.0, &lm, &a, glp ? glp : x, gg ? gg : y}(0);
+    LatentCotToken<double>{N, K, &ks, &sup, logp.data(), logp.data(), g.data(), 0.5, 2.0, 1.0, &lm, &a, glp ? glp : x, gg ? gg : y}(0);
     if (ada) *ada = a;
     return lm;
   };
@@ -85,27 +95,51 @@ TEST(LatentCot, TokenLossMatchesDefinitionAndDifferences) {
 
 TEST(LatentCot, GradCheckNoPruning) {
   LatentCotOptions o;
-  o.K = 2, o.tau = 0, o.lambda = 0;
+  o.K = 2, o.tau = 0, o.lambda = 0.7;
   LatentCase c(o, 21);
   c.check();
-  c.method->set_lambda(0.7);  // the halting loss on the router (p does not depend on it)
-  c.check(kRouter);
 }
 
 TEST(LatentCot, GradCheckWithPruning) {
   LatentCotOptions o;
-  o.K = 3, o.tau = 0, o.lambda = 0, o.beta = 2;
+  o.K = 3, o.tau = 0, o.lambda = 0.4, o.beta = 2;
   LatentCase c(o, 22);
   c.loss();
   c.method->set_tau(tau_in_gap(c.method->reach_seen(), 0.05, 0.6));
   c.loss();
-  // tokens stop at different steps
+  // some cells are pruned (reach < tau), and tokens stop at different steps
   std::vector<int> ks = c.method->last_step();
+  int pruned = 0;
+  for (int k : ks) pruned += k < o.K;
+  ASSERT_GT(pruned, 0);
   std::sort(ks.begin(), ks.end());
   ASSERT_GE(std::unique(ks.begin(), ks.end()) - ks.begin(), 2);
   c.check();
-  c.method->set_lambda(0.4);
-  c.check(kRouter);
+}
+
+// The negative control of the frozen stop-gradient: with lambda > 0 and the
+// values inside sg() left free, finite differences see L_ada through p and
+// disagree with the analytic gradient (which must hold sg(p) constant); frozen,
+// they agree.
+TEST(LatentCot, StopGradientMustBeFrozenForTheCheck) {
+  LatentCotOptions o;
+  o.K = 2, o.tau = 0, o.lambda = 0.7;
+  LatentCase c(o, 21);
+  const ParamInfo& p = c.m->layout.get("norm.weight");
+  auto analytic = [&] {
+    c.m->zero_grads();
+    c.m->arena.reset();
+    c.method->forward(*c.m, c.b, true);
+    c.method->backward(*c.m, 1.0);
+    return std::vector<double>(c.m->grads.data() + p.offset, c.m->grads.data() + p.offset + p.numel);
+  };
+  const std::vector<double> a = analytic();
+  const double free_err = grad_error(a, numeric_grad(c.m->params.data() + p.offset, p.numel, [&] { return c.loss(); }));
+  EXPECT_GT(free_err, 1e-3);
+  c.method->freeze_stop_gradient(true);
+  EXPECT_EQ(analytic(), a);  // freezing does not change the analytic gradient
+  const double frozen_err = grad_error(a, numeric_grad(c.m->params.data() + p.offset, p.numel, [&] { return c.loss(); }));
+  EXPECT_LT(frozen_err, kGradTol);
 }
 
 TEST(LatentCot, DecodingWithPruningMatchesFullForward) {

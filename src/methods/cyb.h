@@ -280,6 +280,13 @@ class CybMethod : public Method<Bk> {
 
   std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) override;
 
+  // View of the last forward, for tests: x = o_DK - LSE(o_V) of every step,
+  // row t W + i - 1 (the greedy rule answers at the first step with x <= 0).
+  void abstain_logits(Model<Bk>& m, std::vector<double>& x) const {
+    x.resize(rows_);
+    m.be.to_host(x.data(), xdk_, rows_);
+  }
+
  private:
   int* upload(Model<Bk>& m, const std::vector<int>& v) {
     int* d = m.arena.template alloc<int>(std::max<size_t>(v.size(), 1));

@@ -56,6 +56,7 @@ struct LatentCotToken {
   const int* kstar;     // (N) last executed step
   const int* supervised;
   const T* logp;        // log p^k[y]
+  const T* sg_logp;     // log p^k[y] inside sg() of L_ada: logp itself (frozen copies in tests)
   const T* g;           // continue probability g^k (k < K)
   T lambda, beta, scale;  // scale = loss_scale / supervised tokens
   T* loss_lm;           // (N) -log q[y]
@@ -72,7 +73,7 @@ struct LatentCotToken {
     loss_lm[t] = halting_mixture(t, N, K, ks, logp, g, scale, g_logp, g_g);
     T ada = 0;
     for (int k = 0; k <= ks && k < K; k++) {  // L_ada on every computed router output
-      const T ak_beta = hd_exp(beta * logp[(size_t)k * N + t]);
+      const T ak_beta = hd_exp(beta * sg_logp[(size_t)k * N + t]);  // sg(a_k)^beta
       ada += g[(size_t)k * N + t] * ak_beta;
       g_g[(size_t)k * N + t] += lambda * ak_beta * scale;
     }
@@ -186,7 +187,18 @@ class LatentCotMethod : public Method<Bk> {
     d_sup_ = upload(m, sup);
     loss_lm_ = m.alloc(N_), loss_ada_ = m.alloc(N_);
     g_logp_all_ = m.alloc((size_t)M * N_), g_g_all_ = m.alloc((size_t)M * N_);
-    m.be.for_each(N_, LatentCotToken<T>{N_, K, d_kstar_, d_sup_, logp_all_, g_all_, T(o_.lambda), T(o_.beta),
+    const T* sg_logp = logp_all_;  // sg(log p^k[y]): the same values, no gradient taken through them
+    if (freeze_sg_) {              // tests: the values of the first forward since freeze_stop_gradient(true)
+      if (frozen_sg_.empty()) {
+        frozen_sg_.resize((size_t)M * N_);
+        m.be.to_host(frozen_sg_.data(), logp_all_, frozen_sg_.size());
+      }
+      check(frozen_sg_.size() == (size_t)M * N_, "latent_cot: frozen stop-gradient values are for another batch shape");
+      T* f = m.alloc(frozen_sg_.size());
+      m.be.to_device(f, frozen_sg_.data(), frozen_sg_.size());
+      sg_logp = f;
+    }
+    m.be.for_each(N_, LatentCotToken<T>{N_, K, d_kstar_, d_sup_, logp_all_, sg_logp, g_all_, T(o_.lambda), T(o_.beta),
                                         T(supervised_ ? 1.0 / supervised_ : 0.0), loss_lm_, loss_ada_, g_logp_all_,
                                         g_g_all_});
   }
@@ -288,6 +300,12 @@ class LatentCotMethod : public Method<Bk> {
   const std::vector<double>& reach_seen() const { return reach_seen_; }
   void set_tau(double tau) { o_.tau = tau; }
   void set_lambda(double lambda) { o_.lambda = lambda; }
+  // Test hook: L_ada multiplies by sg(p^k[y])^beta, which the analytic gradient
+  // holds constant but finite differences of the loss would move. While frozen,
+  // the values inside sg() are those of the first forward after
+  // freeze_stop_gradient(true), so the loss's finite differences hold them
+  // constant too (valid while the same cells run: the tests check last_step()).
+  void freeze_stop_gradient(bool on) { freeze_sg_ = on, frozen_sg_.clear(); }
 
   std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) override;
 
@@ -330,6 +348,8 @@ class LatentCotMethod : public Method<Bk> {
   std::vector<Step> steps_;
   std::vector<int> kstar_;
   std::vector<double> reach_seen_;
+  bool freeze_sg_ = false;         // test hook: see freeze_stop_gradient
+  std::vector<double> frozen_sg_;  // (K+1) x N frozen log p^k[y]
   T *logp_all_ = nullptr, *g_all_ = nullptr, *loss_lm_ = nullptr, *loss_ada_ = nullptr, *g_logp_all_ = nullptr,
     *g_g_all_ = nullptr;
 };
