@@ -78,6 +78,9 @@ std::vector<Variant> variants() {
   v.push_back(variant("adaponder_pruning", "adaponder", pruned));
   pruned.ada.compaction = false;
   v.push_back(variant("adaponder_masked", "adaponder", pruned));
+  ada::MethodOptions own = mo;  // think before you speak: pauses with their own position ids
+  own.pause_positions = "own";
+  v.push_back(variant("pause_own_positions", "pause", own));
   return v;
 }
 

@@ -6,6 +6,7 @@
 #include "train/cpu_instances.h"
 #include "gradcheck.h"
 #include "method_test_util.h"
+#include "method_variants.h"
 #include "methods/registry.h"
 #include "methods/soft_embedding.h"
 
@@ -78,9 +79,10 @@ TEST(GradCheckModel, BackboneParamsAndInput) {
 // Every method's training loss: all parameter tensors (backbone and the
 // method's own), double precision, relative error below 1e-6.
 TEST(GradCheckModel, EveryMethodLoss) {
-  for (const std::string& name : method_names()) {
-    SCOPED_TRACE(name);
-    if (std::getenv("ADA_VERBOSE")) std::printf("method %s\n", name.c_str());
+  for (const MethodVariant& var : method_variants()) {
+    const std::string& name = var.method;
+    SCOPED_TRACE(var.label);
+    if (std::getenv("ADA_VERBOSE")) std::printf("method %s\n", var.label.c_str());
     Bd be;
     MethodOptions mo;
     mo.iters = 2, mo.ponder_steps = 2, mo.pauses = 2;
@@ -93,6 +95,7 @@ TEST(GradCheckModel, EveryMethodLoss) {
     // see them move. test_tah.cpp checks it with the labels frozen; here the
     // mixture loss alone (tokens still stop at different depths).
     mo.tah.alpha = 0;
+    mo = var.apply(mo);
     auto method = make_method<Bd>(name, mo);
     const ModelConfig cfg = test_config();
     auto m = make_model(be, cfg, *method);

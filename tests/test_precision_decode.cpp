@@ -5,6 +5,7 @@
 #include "train/cpu_instances.h"
 #include "gradcheck.h"
 #include "method_test_util.h"
+#include "method_variants.h"
 #include "methods/registry.h"
 
 using namespace ada;
@@ -12,9 +13,10 @@ using namespace ada::test;
 
 // Loss and every parameter gradient agree within 1e-4 (relative, per tensor).
 TEST(Precision, FloatMatchesDouble) {
-  for (const std::string& name : method_names()) {
-    SCOPED_TRACE(name);
-    MethodOptions mo;
+  for (const MethodVariant& var : method_variants()) {
+    const std::string& name = var.method;
+    SCOPED_TRACE(var.label);
+    const MethodOptions mo = var.apply(MethodOptions());
     CpuBackend<double> bd;
     CpuBackend<float> bf;
     auto md = make_method<CpuBackend<double>>(name, mo);
@@ -45,9 +47,10 @@ TEST(Precision, FloatMatchesDouble) {
 // Feeding a sequence token by token through the decoder (KV caches) gives the
 // same next-token distribution at every position as the full forward pass.
 TEST(Decode, CachedDecodingMatchesFullForward) {
-  for (const std::string& name : method_names()) {
-    SCOPED_TRACE(name);
-    MethodOptions mo;
+  for (const MethodVariant& var : method_variants()) {
+    const std::string& name = var.method;
+    SCOPED_TRACE(var.label);
+    const MethodOptions mo = var.apply(MethodOptions());
     CpuBackend<double> be;
     auto method = make_method<CpuBackend<double>>(name, mo);
     ModelConfig cfg = preset_config("test");
