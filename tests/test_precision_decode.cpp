@@ -78,3 +78,36 @@ TEST(Decode, CachedDecodingMatchesFullForward) {
     EXPECT_GT(max_p, 2.0 / cfg.vocab);  // not a uniform distribution
   }
 }
+
+// Think before you speak with own positions: another computation than the
+// shared positions (not the same loss), and a flattened sequence longer than
+// the model context is a one-line error in training and in decoding.
+TEST(Pause, OwnPositionsDifferAndMustFitTheContext) {
+  CpuBackend<double> be;
+  ModelConfig cfg = preset_config("test");  // max_seq 64
+  MethodOptions shared, own;
+  own.pause_positions = "own";
+  auto ms = make_method<CpuBackend<double>>("pause", shared);
+  auto mo = make_method<CpuBackend<double>>("pause", own);
+  auto m = make_model(be, cfg, *ms);
+  m->init_params(5);
+  for (size_t i = 0; i < m->num_params(); i++) m->params.data()[i] *= 8;
+  Batch b = random_batch(1, 16, cfg.vocab, 6);  // 4 x 16 = 64 rows: fits
+  m->arena.reset();
+  ms->forward(*m, b, false);
+  const double ls = ms->stats(*m).loss;
+  m->arena.reset();
+  mo->forward(*m, b, false);
+  const double lo = mo->stats(*m).loss;
+  EXPECT_GT(std::abs(ls - lo), 1e-6) << ls << " vs " << lo;
+  Batch big = random_batch(1, 17, cfg.vocab, 7);  // 68 rows > 64
+  m->arena.reset();
+  EXPECT_NO_THROW(ms->forward(*m, big, false));
+  m->arena.reset();
+  EXPECT_THROW(mo->forward(*m, big, false), Error);
+  EXPECT_NO_THROW(ms->decoder(*m, 17));
+  EXPECT_THROW(mo->decoder(*m, 17), Error);
+  MethodOptions bad;
+  bad.pause_positions = "token";
+  EXPECT_THROW(make_method<CpuBackend<double>>("pause", bad), Error);
+}
