@@ -202,7 +202,7 @@ TEST(Cyb, DISABLED_LearnsToPauseOnHardTargets) {
   using Bf = CpuBackend<float>;
   Bf be;
   CybOptions o;
-  o.pauses = 1;
+  o.pauses = 1, o.dk_init = 0.5;
   CybMethod<Bf> meth(o);
   ModelConfig cfg = preset_config("test");
   cfg.dim = 32, cfg.hidden = 64;

@@ -46,7 +46,7 @@ struct CybOptions {
   int pauses = 3;                   // W - 1
   double gamma0 = 0.95;             // gamma_i = gamma0^(i-1)
   std::string deadline = "uniform"; // omega: uniform (methods.md 10.5) | last (forced answer only at W)
-  double dk_init = 0.5;             // initial DK probability d (sets the DK bias)
+  double dk_init = 0.05;            // initial DK probability d (sets the DK bias; docs/methods/cyb.md)
   std::string visibility = "all";   // all | own
 };
 
