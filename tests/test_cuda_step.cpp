@@ -78,6 +78,15 @@ std::vector<Variant> variants() {
   v.push_back(variant("adaponder_pruning", "adaponder", pruned));
   pruned.ada.compaction = false;
   v.push_back(variant("adaponder_masked", "adaponder", pruned));
+  ada::MethodOptions own = mo;  // think before you speak: pauses with their own position ids
+  own.pause_positions = "own";
+  v.push_back(variant("pause_own_positions", "pause", own));
+  ada::MethodOptions fixed = mo;  // TaH2's fixed-depth baseline: every token all M depths, no decider
+  fixed.tah.policy = "fixed";
+  v.push_back(variant("tah_fixed", "tah", fixed));
+  ada::MethodOptions matched = mo;  // random exits with a given per-pass histogram
+  matched.ada.policy = "matched", matched.ada.policy_hist = "0.3/0.3/0.4";
+  v.push_back(variant("adaponder_matched", "adaponder", matched));
   return v;
 }
 

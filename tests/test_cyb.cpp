@@ -89,6 +89,7 @@ TEST(Cyb, OneStepIsCrossEntropy) {
   c.method->backward(*c.m, 1.0);
   const double* g = c.m->grad("cyb.dk_head.weight");
   for (int j = 0; j < c.m->cfg.dim; j++) EXPECT_EQ(g[j], 0.0);
+  EXPECT_EQ(c.m->grad("cyb.dk_head.bias")[0], 0.0);
 }
 
 TEST(Cyb, GradCheckUniformDeadlineOwnVisibility) {
@@ -122,4 +123,132 @@ TEST(Cyb, DecodingStopsPausingAndMatchesTraining) {
       for (int v = 0; v < V; v++) EXPECT_NEAR(p[v], full[(size_t)t * V + v], 1e-12);
     }
   }
+}
+
+// The DK bias b_DK = logit(d_init) + log V sets the initial DK probability
+// (on average over rows, at the real initialisation); it has no weight decay,
+// the DK weight row keeps the output head's.
+TEST(Cyb, DkBiasSetsInitialProbability) {
+  for (double d0 : {0.05, 0.5, 0.9}) {
+    SCOPED_TRACE(d0);
+    CybOptions o;
+    o.dk_init = d0;
+    MethodCase<CybMethod<Bd>> c(o);
+    c.m->init_params(11);
+    c.b = random_batch(2, 9, c.m->cfg.vocab, 12);
+    c.m->arena.reset();
+    c.method->forward(*c.m, c.b, false);
+    std::vector<double> d;
+    c.method->dk_probabilities(*c.m, d);
+    double logit = 0;
+    for (double v : d) logit += std::log(v / (1 - v)) / d.size();
+    EXPECT_NEAR(logit, std::log(d0 / (1 - d0)), 0.1);
+    const auto stats = c.method->stats(*c.m).halting;
+    ASSERT_EQ(stats[3].first, "dk");
+    EXPECT_NEAR(stats[3].second, d0, 0.05);
+    EXPECT_FALSE(c.m->layout.get("cyb.dk_head.bias").decay);
+    EXPECT_TRUE(c.m->layout.get("cyb.dk_head.weight").decay);
+  }
+  CybOptions bad;
+  bad.dk_init = 1.0;
+  EXPECT_THROW(CybMethod<Bd>{bad}, Error);
+}
+
+namespace {
+
+// The learning task. Sequences of blocks [a, b, =, c] with a, b uniform
+// digits 0..2, '=' = token 20 and c = (a + b) mod 3. Its targets fall in
+// three kinds:
+//   easy   at b, the target is '=': a fixed pattern, learned in one step;
+//   hard   at '=', the target c needs two tokens gathered and combined;
+//   noise  at a and c, the target is the next uniform digit: nothing helps.
+// Why this task: with L layers a pause row is no deeper than its real row
+// (attention at layer l reads the layer l-1 states of earlier rows, pause
+// rows included), so a pause buys width, not depth: one more row whose
+// attention and MLP can gather and combine the operands for the answer. A
+// combination of two earlier tokens is the smallest such computation, and a
+// narrow model (D = 32, 2 layers) is where one extra row should matter most.
+// A pause pays for a token when the later step predicts it better (CYB's
+// gradient into d_1 is D_0 (Q_2 - Omega_{>1} gamma_1 r_1)), so a mechanism
+// that learns what it should raises d on the hard targets above the easy ones
+// AND above the noise; the noise kind separates "the model is unsure" (a
+// flat distribution also lowers LSE and so raises d) from "waiting helps".
+Batch sum_task_batch(int B, int T, Rng& r) {
+  Batch b;
+  b.B = B, b.T = T;
+  for (int s = 0; s < B; s++)
+    for (int k = 0; k < T / 4; k++) {
+      const int x = (int)r.below(3), y = (int)r.below(3);
+      for (int v : {x, y, 20, (x + y) % 3}) b.inputs.push_back(v);
+    }
+  for (size_t i = 0; i < b.inputs.size(); i++)
+    b.targets.push_back((i + 1) % T ? b.inputs[i + 1] : -1);
+  return b;
+}
+
+}  // namespace
+
+// DISABLED: the mechanism does not learn this task (nor the variants tried),
+// and the assertion is kept as it should be rather than weakened. Observed
+// (float, 400 steps of 16 x 16 tokens, AdamW lr 3e-3; also 800 steps at lr
+// 1e-2, (a - b) mod 2, (a + b) mod 8, one head): the easy targets are learned
+// (CE < 0.01), but the hard ones stay at chance at BOTH steps (CE 1.10 = log 3
+// at the real row and at the pause row), so waiting never helps, every pause
+// costs gamma, and d_1 falls from 0.5 to below 1e-3 on all three kinds alike.
+// Run it with --gtest_also_run_disabled_tests (ADA_VERBOSE=1 prints the
+// trajectory). A task where the pause step demonstrably predicts better than
+// the real step is still to be found; see docs/methods/cyb.md.
+TEST(Cyb, DISABLED_LearnsToPauseOnHardTargets) {
+  using Bf = CpuBackend<float>;
+  Bf be;
+  CybOptions o;
+  o.pauses = 1, o.dk_init = 0.5;
+  CybMethod<Bf> meth(o);
+  ModelConfig cfg = preset_config("test");
+  cfg.dim = 32, cfg.hidden = 64;
+  auto m = make_model(be, cfg, meth);
+  m->init_params(1);
+  const size_t n = m->num_params();
+  std::vector<float> am(n, 0), av(n, 0);
+  Rng r(2);
+  const int B = 16, T = 16, W = o.pauses + 1, steps = 400;
+  AdamWHyper h;
+  h.lr = 3e-3;
+  // mean d_1 and mean -log r of step 1 and of step W per kind (easy, hard, noise)
+  auto kind_means = [&](const Batch& b, double d1[3], double ce1[3], double ceW[3]) {
+    std::vector<double> d, logr;
+    meth.dk_probabilities(*m, d);
+    meth.target_log_probs(*m, logr);
+    double cnt[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++) d1[k] = ce1[k] = ceW[k] = 0;
+    for (int t = 0; t < b.B * b.T; t++) {
+      if (b.targets[t] < 0) continue;
+      const int pos = t % 4, k = pos == 1 ? 0 : pos == 2 ? 1 : 2;
+      d1[k] += d[(size_t)t * W], ce1[k] -= logr[(size_t)t * W], ceW[k] -= logr[(size_t)t * W + W - 1], cnt[k]++;
+    }
+    for (int k = 0; k < 3; k++) d1[k] /= cnt[k], ce1[k] /= cnt[k], ceW[k] /= cnt[k];
+  };
+  double d1[3], ce1[3], ceW[3];
+  for (int s = 1; s <= steps; s++) {
+    Batch b = sum_task_batch(B, T, r);
+    m->arena.reset();
+    m->zero_grads();
+    meth.forward(*m, b, true);
+    meth.backward(*m, 1.0);
+    h.step = s;
+    be.adamw_step(m->params.data(), m->grads.data(), am.data(), av.data(), n, m->layout.decay_count(), h, 1.0);
+    if (std::getenv("ADA_VERBOSE") && s % 50 == 0) {
+      kind_means(b, d1, ce1, ceW);
+      std::printf("step %d: d_1 easy %.4f hard %.4f noise %.4f | -log r step 1: %.3f %.3f %.3f, step W: %.3f %.3f %.3f\n",
+                  s, d1[0], d1[1], d1[2], ce1[0], ce1[1], ce1[2], ceW[0], ceW[1], ceW[2]);
+    }
+  }
+  Rng rv(99);
+  Batch b = sum_task_batch(64, T, rv);
+  m->arena.reset();
+  meth.forward(*m, b, false);
+  kind_means(b, d1, ce1, ceW);
+  EXPECT_LT(ce1[0], 0.1) << "the easy targets must be learned";
+  EXPECT_GT(d1[1], d1[0] + 0.2) << "d_1 easy " << d1[0] << " hard " << d1[1];
+  EXPECT_GT(d1[1], d1[2] + 0.2) << "d_1 noise " << d1[2] << " hard " << d1[1];
 }

@@ -5,6 +5,7 @@
 #include "train/cpu_instances.h"
 #include "gradcheck.h"
 #include "method_test_util.h"
+#include "method_variants.h"
 #include "methods/registry.h"
 
 #include <algorithm>
@@ -16,9 +17,10 @@ using namespace ada::test;
 
 // Loss and every parameter gradient agree within 1e-4 (relative, per tensor).
 TEST(Precision, FloatMatchesDouble) {
-  for (const std::string& name : method_names()) {
-    SCOPED_TRACE(name);
-    MethodOptions mo;
+  for (const MethodVariant& var : method_variants()) {
+    const std::string& name = var.method;
+    SCOPED_TRACE(var.label);
+    const MethodOptions mo = var.apply(MethodOptions());
     CpuBackend<double> bd;
     CpuBackend<float> bf;
     auto md = make_method<CpuBackend<double>>(name, mo);
@@ -304,13 +306,15 @@ TEST(Precision, CybWithPauses) {
 // Feeding a sequence token by token through the decoder (KV caches) gives the
 // same next-token distribution at every position as the full forward pass.
 TEST(Decode, CachedDecodingMatchesFullForward) {
-  for (const std::string& name : method_names()) {
-    SCOPED_TRACE(name);
+  for (const MethodVariant& var : method_variants()) {
+    const std::string& name = var.method;
+    SCOPED_TRACE(var.label);
     const int T = 11;
-    MethodOptions mo;
+    MethodOptions base;
     // ponderlm2 decodes sequentially (exact); its forward is that solution
     // once the Jacobi passes reach (K+1) T (test_ponderlm2.cpp).
-    mo.plm2.jacobi_eval = (mo.plm2.K + 1) * T;
+    base.plm2.jacobi_eval = (base.plm2.K + 1) * T;
+    const MethodOptions mo = var.apply(base);
     CpuBackend<double> be;
     auto method = make_method<CpuBackend<double>>(name, mo);
     ModelConfig cfg = preset_config("test");
@@ -336,4 +340,37 @@ TEST(Decode, CachedDecodingMatchesFullForward) {
     EXPECT_LT(max_diff, 1e-12);
     EXPECT_GT(max_p, 2.0 / cfg.vocab);  // not a uniform distribution
   }
+}
+
+// Think before you speak with own positions: another computation than the
+// shared positions (not the same loss), and a flattened sequence longer than
+// the model context is a one-line error in training and in decoding.
+TEST(Pause, OwnPositionsDifferAndMustFitTheContext) {
+  CpuBackend<double> be;
+  ModelConfig cfg = preset_config("test");  // max_seq 64
+  MethodOptions shared, own;
+  own.pause_positions = "own";
+  auto ms = make_method<CpuBackend<double>>("pause", shared);
+  auto mo = make_method<CpuBackend<double>>("pause", own);
+  auto m = make_model(be, cfg, *ms);
+  m->init_params(5);
+  for (size_t i = 0; i < m->num_params(); i++) m->params.data()[i] *= 8;
+  Batch b = random_batch(1, 16, cfg.vocab, 6);  // 4 x 16 = 64 rows: fits
+  m->arena.reset();
+  ms->forward(*m, b, false);
+  const double ls = ms->stats(*m).loss;
+  m->arena.reset();
+  mo->forward(*m, b, false);
+  const double lo = mo->stats(*m).loss;
+  EXPECT_GT(std::abs(ls - lo), 1e-6) << ls << " vs " << lo;
+  Batch big = random_batch(1, 17, cfg.vocab, 7);  // 68 rows > 64
+  m->arena.reset();
+  EXPECT_NO_THROW(ms->forward(*m, big, false));
+  m->arena.reset();
+  EXPECT_THROW(mo->forward(*m, big, false), Error);
+  EXPECT_NO_THROW(ms->decoder(*m, 17));
+  EXPECT_THROW(mo->decoder(*m, 17), Error);
+  MethodOptions bad;
+  bad.pause_positions = "token";
+  EXPECT_THROW(make_method<CpuBackend<double>>("pause", bad), Error);
 }

@@ -5,7 +5,7 @@
 // Training runs every step in parallel. With W = --pauses + 1 steps per
 // token, the sequence is [x_1 P..P x_2 P..P ...] (W-1 learned <PAUSE> inputs
 // after every token, own positions); step i of token t is row t W + i - 1:
-//   o_{t,i} = head(h) (V logits) and o_DK = w_DK . RMSNorm(h)
+//   o_{t,i} = head(h) (V logits) and o_DK = w_DK . RMSNorm(h) + b_DK
 //   d_i = softmax(o)[DK] = sigmoid(o_DK - LSE(o_V))     probability of abstaining
 //   r_i = softmax(o_V)[y_t]                              target probability given an answer
 // The model stops at the first step where it answers, or where the world
@@ -19,6 +19,12 @@
 //   into logits: d depends on o_DK (+) and on LSE(o_V) (-): d(1-d) each; r on the softmax.
 // Inference: at each step the model answers if d <= 1/2 (greedy) or at step W,
 // emitting softmax(o_V) of that step; `ce` reports that prediction's loss.
+//
+// The DK bias b_DK (no weight decay) starts at logit(d_init) + log V: at
+// initialisation the V logits are near zero, so LSE(o_V) ~ log V and
+// d ~ sigmoid(b_DK - log V) = d_init (--cyb-dk-init). Without it d starts near
+// 1/(V+1), where its gradient, carrying d (1 - d), is too small for pausing
+// ever to be learned (docs/methods/cyb.md).
 //
 // Which earlier positions a step sees (methods.md 10.7, ambiguity 1):
 //   --cyb-visibility all  (default, faithful): every earlier position,
@@ -39,7 +45,8 @@ namespace ada {
 struct CybOptions {
   int pauses = 3;                   // W - 1
   double gamma0 = 0.95;             // gamma_i = gamma0^(i-1)
-  std::string deadline = "last";    // omega: last (forced answer only at W) | uniform
+  std::string deadline = "uniform"; // omega: uniform (methods.md 10.5) | last (forced answer only at W)
+  double dk_init = 0.05;            // initial DK probability d (sets the DK bias; docs/methods/cyb.md)
   std::string visibility = "all";   // all | own
 };
 
@@ -132,6 +139,7 @@ class CybMethod : public Method<Bk> {
     check(o.gamma0 > 0 && o.gamma0 <= 1, "--cyb-gamma must be in (0, 1]");
     check(o.deadline == "last" || o.deadline == "uniform", "--cyb-deadline must be last or uniform");
     check(o.visibility == "all" || o.visibility == "own", "--cyb-visibility must be all or own");
+    check(o.dk_init > 0 && o.dk_init < 1, "--cyb-dk-init must be in (0, 1) (got " + std::to_string(o.dk_init) + ")");
   }
   std::string name() const override { return "cyb"; }
   int max_passes() const override { return 1; }
@@ -140,6 +148,9 @@ class CybMethod : public Method<Bk> {
   void add_params(ParamLayout& lay, const ModelConfig& c) override {
     lay.add("pause.embedding", {1, c.dim}, Init::Normal, 0.02, false);
     lay.add("cyb.dk_head.weight", {1, c.dim}, Init::Normal, 0.02, true);  // the extra output row for DK
+    // b_DK = logit(d_init) + log V, so that d = sigmoid(b_DK - LSE(o_V)) ~ d_init at step 0
+    const double b = std::log(o_.dk_init / (1 - o_.dk_init)) + std::log((double)c.vocab);
+    lay.add("cyb.dk_head.bias", {1}, Init::Constant, b, false);
   }
 
   // The world's deadline distribution and the discounts, as logs (host).
@@ -173,7 +184,7 @@ class CybMethod : public Method<Bk> {
     supervised_ = 0;
     for (int t = 0; t < n_; t++) supervised_ += (sup[t] = b.targets[t] >= 0);
     d_real_ = upload(m, real), d_pause_ = upload(m, pause), d_tg_ = upload(m, tg), d_sup_ = upload(m, sup);
-    d_zero_ = m.arena.template zeros<int>(pause.size());
+    d_zero_ = m.arena.template zeros<int>(rows_);  // the row index into the 1-row tables (pause embedding, DK bias)
     npause_ = (int)pause.size();
 
     T* x = m.alloc((size_t)rows_ * D);  // E[x_t] at real rows, the pause embedding at pause rows
@@ -188,8 +199,9 @@ class CybMethod : public Method<Bk> {
       for (int r = 0; r < rows_; r++) kv_.depth[r] = (r % W_ == 0) ? -1 : (r % S) / W_;
     acts_ = m.forward_pass(PassPlan::dense(b.B, S, S), kv_, x);
     ro_ = m.readout_forward(acts_.out(), rows_);
-    dk_ = m.alloc(rows_);
-    m.be.matmul_forward(dk_, ro_.hn, m.param("cyb.dk_head.weight"), rows_, D, 1);
+    dk_ = m.alloc(rows_);  // o_DK = b_DK + w_DK . hn   (rows)
+    m.be.embedding_forward(dk_, d_zero_, m.param("cyb.dk_head.bias"), rows_, 1, T(1));
+    m.be.matmul_forward(dk_, ro_.hn, m.param("cyb.dk_head.weight"), rows_, D, 1, true);
     m.flops.fwd += 2.0 * rows_ * D;
     lse_ = m.alloc(rows_), logp_ = m.alloc(rows_), xdk_ = m.alloc(rows_);
     m.be.logsoftmax_target_forward(lse_, logp_, ro_.logits, d_tg_, rows_, V, V);
@@ -222,6 +234,7 @@ class CybMethod : public Method<Bk> {
     m.be.logsoftmax_target_backward(dz, ro_.logits, lse_, d_tg_, g_logp_, g_lse_, rows_, V, V);
     T* dhn = m.alloc((size_t)rows_ * D);  // from the DK logit o_DK = w_DK . hn
     m.be.matmul_backward(dhn, m.grad("cyb.dk_head.weight"), g_dk_, ro_.hn, m.param("cyb.dk_head.weight"), rows_, D, 1);
+    m.be.embedding_backward(m.grad("cyb.dk_head.bias"), d_zero_, g_dk_, rows_, 1, T(1));  // db_DK = sum_rows dl/do_DK
     T* dx = m.zeros((size_t)rows_ * D);
     m.readout_backward(ro_, dz, dx, dhn);
     m.backward_pass(acts_, kv_, dx);
@@ -249,8 +262,31 @@ class CybMethod : public Method<Bk> {
     s.fwd_other_flops = m.flops.other;
     s.train_other_flops = 3 * m.flops.other;
     // compute per token at inference: all W steps when earlier pauses stay visible, the used ones otherwise
-    s.halting = {{"passes", o_.visibility == "own" ? st / n_ : (double)W_}, {"steps", st / n_}};
+    // pauses: greedy pauses per token (steps - 1); dk: mean DK probability d over the steps
+    // 1..W-1 where abstaining is possible (the one step when W = 1)
+    std::vector<double> d;
+    dk_probabilities(m, d);
+    double dk = 0;
+    const int Wd = std::max(W_ - 1, 1);
+    for (int t = 0; t < n_; t++)
+      for (int i = 0; i < Wd; i++) dk += d[(size_t)t * W_ + i];
+    s.halting = {{"passes", o_.visibility == "own" ? st / n_ : (double)W_},
+                 {"steps", st / n_},
+                 {"pauses", st / n_ - 1},
+                 {"dk", n_ ? dk / ((double)n_ * Wd) : 0.0}};
     return s;
+  }
+
+  // d = sigmoid(o_DK - LSE(o_V)) of every row (step i of token t at t W + i - 1), on the host.
+  void dk_probabilities(Model<Bk>& m, std::vector<double>& d) {
+    d.resize(rows_);
+    m.be.to_host(d.data(), xdk_, rows_);
+    for (auto& v : d) v = 1 / (1 + std::exp(-v));
+  }
+  // log r = log softmax(o_V)[y_t] of every row, on the host.
+  void target_log_probs(Model<Bk>& m, std::vector<double>& logr) {
+    logr.resize(rows_);
+    m.be.to_host(logr.data(), logp_, rows_);
   }
 
   void per_token(Model<Bk>& m, std::vector<double>& nll, std::vector<double>& steps) override {
@@ -318,6 +354,7 @@ class CybDecoder : public Decoder<Bk> {
                                              " steps exceed the model context " + std::to_string(m.cfg.max_seq));
     own_ = meth.options().visibility == "own";
     kv_.init(m.be, this->cache_, 1, max_len * W_, m.cfg.layers, m.cfg.dim, own_ ? kOwnGroup : kAnyDepth, false);
+    zero_ = this->cache_.template zeros<int>(W_);
   }
 
  protected:
@@ -339,8 +376,9 @@ class CybDecoder : public Decoder<Bk> {
       for (int k = 0; k < rows; k++)
         m.be.copy(x + (size_t)k * D, i + k == 0 ? m.embed({token}) : m.param("pause.embedding"), D);
       auto ro = m.readout_forward(m.forward_pass(plan, kv_, x).out(), rows);
-      T* dk = m.alloc(rows);
-      m.be.matmul_forward(dk, ro.hn, m.param("cyb.dk_head.weight"), rows, D, 1);
+      T* dk = m.alloc(rows);  // o_DK = b_DK + w_DK . hn
+      m.be.embedding_forward(dk, zero_, m.param("cyb.dk_head.bias"), rows, 1, T(1));
+      m.be.matmul_forward(dk, ro.hn, m.param("cyb.dk_head.weight"), rows, D, 1, true);
       m.flops.fwd += 2.0 * rows * D;
       std::vector<double> z((size_t)rows * V), o(rows);
       m.be.to_host(z.data(), ro.logits, z.size());
@@ -368,6 +406,7 @@ class CybDecoder : public Decoder<Bk> {
   int W_;
   bool own_ = false;
   int steps_ = 0;
+  int* zero_ = nullptr;  // W zeros: row indices into the 1-row DK bias table
 };
 
 template <class Bk>

@@ -1,11 +1,11 @@
-// pause: "think before you speak" pause tokens (Goyal et al. 2023), in the
-// form of the PausedLM baseline of the PonderLM-2 papers (methods.md section 4):
-// n learned <PAUSE> inputs after every real token,
+// pause: "think before you speak" pause tokens (Goyal et al. 2023;
+// methods.md section 4): n learned <PAUSE> inputs after every real token,
 //   [x_1, P, ..., P, x_2, P, ..., P, ...]      length (n+1) T,
-// ordinary causal attention over the flattened sequence, every pause sharing
-// the position id of its real token, and the prediction of y_t read at the
-// last pause after x_t (cross-entropy only there):
-//   row j = t (n+1) + k:  input E[x_t] (k = 0) or p (k > 0),  rope position t,  order j
+// ordinary causal attention over the flattened sequence, and the prediction
+// of y_t read at the last pause after x_t (cross-entropy only there):
+//   row j = t (n+1) + k:  input E[x_t] (k = 0) or p (k > 0),  order j
+//   rope position:  t   (--pause-positions shared: PausedLM of the PonderLM-2 papers)
+//                   j   (--pause-positions own: Goyal et al., the TBYS baseline of CYB)
 //   L = CE( W RMSNorm(H_{t(n+1)+n}), y_t )
 // The pause embedding p (D) is a parameter of the method. Generation feeds
 // each token followed by its n pauses (one pass over n+1 rows) and reads the
@@ -20,11 +20,15 @@ template <class Bk>
 class PauseMethod : public Method<Bk> {
  public:
   using T = typename Bk::Real;
-  explicit PauseMethod(int pauses) : n_pause_(pauses) {
+  explicit PauseMethod(int pauses, const std::string& positions = "shared")
+      : n_pause_(pauses), own_(positions == "own") {
     check(n_pause_ >= 1, "--pauses must be >= 1 (got " + std::to_string(n_pause_) + ")");
+    check(positions == "shared" || positions == "own",
+          "--pause-positions must be shared or own (got '" + positions + "')");
   }
   std::string name() const override { return "pause"; }
   int max_passes() const override { return 1; }
+  bool own_positions() const { return own_; }
   void add_params(ParamLayout& lay, const ModelConfig& c) override {
     lay.add("pause.embedding", {1, c.dim}, Init::Normal, 0.02, false);
   }
@@ -33,6 +37,10 @@ class PauseMethod : public Method<Bk> {
   void forward(Model<Bk>& m, const Batch& b, bool training) override {
     m.flops.reset();
     const int W = n_pause_ + 1, D = m.cfg.dim, S = b.T * W;
+    if (own_)
+      check(S <= m.cfg.max_seq, "pause --pause-positions own: --seq " + std::to_string(b.T) + " x " +
+                                    std::to_string(W) + " rows per token exceeds the model context " +
+                                    std::to_string(m.cfg.max_seq));
     B_ = b.B, T_ = b.T, n_ = b.B * b.T;
     nrows_ = b.B * S;
     std::vector<int> real, pause, read;
@@ -42,7 +50,8 @@ class PauseMethod : public Method<Bk> {
       if (k == n_pause_) read.push_back(r);
     }
     PassPlan plan = PassPlan::dense(b.B, S, S);
-    for (int r = 0; r < nrows_; r++) plan.pos[r] = (r % S) / W;  // pauses share their token's position
+    if (!own_)  // shared: pauses take their token's position t; own: the flattened index j (as dense() set it)
+      for (int r = 0; r < nrows_; r++) plan.pos[r] = (r % S) / W;
     d_real_ = upload(m, real), d_pause_ = upload(m, pause), d_read_ = upload(m, read);
     d_zero_ = m.arena.template zeros<int>(pause.size());
     npause_rows_ = (int)pause.size();
@@ -96,6 +105,7 @@ class PauseMethod : public Method<Bk> {
     return d;
   }
   int n_pause_;
+  bool own_;
   int B_ = 0, T_ = 0, n_ = 0, nrows_ = 0, npause_rows_ = 0;
   int *ids_ = nullptr, *d_real_ = nullptr, *d_pause_ = nullptr, *d_read_ = nullptr, *d_zero_ = nullptr;
   KvStore<Bk> kv_;
@@ -110,7 +120,12 @@ template <class Bk>
 class PauseDecoder : public Decoder<Bk> {
  public:
   using T = typename Bk::Real;
-  PauseDecoder(Model<Bk>& m, int max_len, int pauses) : Decoder<Bk>(m, max_len), W_(pauses + 1) {
+  PauseDecoder(Model<Bk>& m, int max_len, int pauses, bool own)
+      : Decoder<Bk>(m, max_len), W_(pauses + 1), own_(own) {
+    if (own_)
+      check(max_len * W_ <= m.cfg.max_seq, "pause decoder: " + std::to_string(max_len) + " tokens x " +
+                                               std::to_string(W_) + " rows exceed the model context " +
+                                               std::to_string(m.cfg.max_seq));
     kv_.init(m.be, this->cache_, 1, max_len * W_, m.cfg.layers, m.cfg.dim, kAnyDepth, false);
     this->passes_ = W_;
   }
@@ -121,7 +136,7 @@ class PauseDecoder : public Decoder<Bk> {
     const int D = m.cfg.dim;
     PassPlan plan;
     plan.B = 1, plan.S = kv_.S;
-    for (int k = 0; k < W_; k++) plan.slot.push_back(t * W_ + k), plan.pos.push_back(t);
+    for (int k = 0; k < W_; k++) plan.slot.push_back(t * W_ + k), plan.pos.push_back(own_ ? t * W_ + k : t);
     plan.finish();
     T* x = m.alloc((size_t)W_ * D);
     m.be.copy(x, m.embed({token}), D);
@@ -134,11 +149,12 @@ class PauseDecoder : public Decoder<Bk> {
  private:
   KvStore<Bk> kv_;
   int W_;
+  bool own_;
 };
 
 template <class Bk>
 std::unique_ptr<Decoder<Bk>> PauseMethod<Bk>::decoder(Model<Bk>& m, int max_len) {
-  return std::make_unique<PauseDecoder<Bk>>(m, max_len, n_pause_);
+  return std::make_unique<PauseDecoder<Bk>>(m, max_len, n_pause_, own_);
 }
 
 }  // namespace ada

@@ -23,6 +23,7 @@ struct MethodOptions {
   int iters = 3;         // looped: extra loops K (the stack runs K+1 times)
   int ponder_steps = 3;  // ponder / adaponder: pondering passes P (P+1 passes in all)
   int pauses = 3;        // pause: pause tokens after every real token
+  std::string pause_positions = "shared";  // pause: rotary positions of pauses: shared (token's) | own
   AdaPonderOptions ada;  // adaponder (ada.K is taken from ponder_steps)
   CybOptions cyb;        // cyb (cyb.pauses is taken from pauses)
   LatentCotOptions latent;  // latent_cot
@@ -34,7 +35,9 @@ inline void add_method_flags(Flags& f, MethodOptions& o) {
   f.section("method options");
   f.add("--iters", &o.iters, "looped: extra loops K; the block stack runs K+1 times");
   f.add("--ponder-steps", &o.ponder_steps, "ponder/adaponder: pondering passes P (P+1 passes per token)");
-  f.add("--pauses", &o.pauses, "pause: <PAUSE> tokens inserted after every real token");
+  f.add("--pauses", &o.pauses, "pause/cyb: <PAUSE> tokens inserted after every real token");
+  f.add("--pause-positions", &o.pause_positions,
+        "pause: rotary positions of the pauses: shared (their token's, PausedLM) | own (Goyal et al.)");
   f.add("--tau", &o.ada.tau, "adaponder: a token stops when its gate falls below tau");
   f.add("--ponder-k", &o.ada.ponder_k, "adaponder: final fraction of gates in the bottom-k ponder loss");
   f.add("--ponder-lambda", &o.ada.lambda, "adaponder: weight of the ponder loss");
@@ -48,7 +51,8 @@ inline void add_method_flags(Flags& f, MethodOptions& o) {
         "adaponder matched policy: fractions of tokens exiting after pass 1..K+1, '/'-separated (e.g. eval's exit_i)");
   f.add("--compaction", &o.ada.compaction, "adaponder: compute only active rows (0 = masked reference)");
   f.add("--cyb-gamma", &o.cyb.gamma0, "cyb: per-step discount gamma_i = gamma^(i-1)");
-  f.add("--cyb-deadline", &o.cyb.deadline, "cyb: world deadline distribution omega: last | uniform");
+  f.add("--cyb-deadline", &o.cyb.deadline, "cyb: world deadline distribution omega: uniform | last");
+  f.add("--cyb-dk-init", &o.cyb.dk_init, "cyb: initial don't-know probability d, in (0, 1) (sets the DK bias)");
   f.add("--cyb-visibility", &o.cyb.visibility, "cyb: later tokens see earlier pauses (all) or not (own)");
   f.add("--latent-steps", &o.latent.K, "latent_cot: latent steps K (K+1 cells per token at most)");
   f.add("--reach-tau", &o.latent.tau, "latent_cot: a cell runs only if its reach probability is >= tau");
@@ -100,7 +104,7 @@ std::unique_ptr<Method<Bk>> make_method(const std::string& name, const MethodOpt
   if (name == "standard") return std::make_unique<StandardMethod<Bk>>();
   if (name == "looped") return std::make_unique<LoopedMethod<Bk>>(o.iters);
   if (name == "ponder") return std::make_unique<PonderMethod<Bk>>(o.ponder_steps);
-  if (name == "pause") return std::make_unique<PauseMethod<Bk>>(o.pauses);
+  if (name == "pause") return std::make_unique<PauseMethod<Bk>>(o.pauses, o.pause_positions);
   if (name == "adaponder") {
     AdaPonderOptions a = o.ada;
     a.K = o.ponder_steps;
