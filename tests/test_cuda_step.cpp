@@ -84,6 +84,10 @@ std::vector<Variant> variants() {
   ada::MethodOptions fixed = mo;  // TaH2's fixed-depth baseline: every token all M depths, no decider
   fixed.tah.policy = "fixed";
   v.push_back(variant("tah_fixed", "tah", fixed));
+  // Every token runs all three depths, so every token has tah's conditioning
+  // problem (above): at scale 0.3 the fp32 comparison passes but bf16 moves
+  // the updater norms' gradients by up to 0.73 of their largest entry.
+  v.back().bf16_scale = 0.2;
   ada::MethodOptions matched = mo;  // random exits with a given per-pass histogram
   matched.ada.policy = "matched", matched.ada.policy_hist = "0.3/0.3/0.4";
   v.push_back(variant("adaponder_matched", "adaponder", matched));
