@@ -19,6 +19,7 @@
 #include "methods/registry.h"
 #include "train/checkpoint.h"
 #include "train/options.h"
+#include "train/svg_plot.h"
 #include "workflow_util.h"
 
 using namespace ada;
@@ -393,4 +394,29 @@ TEST(EvalPaired, PerTokenFilesAndThePairedDifference) {
   expect_program_error(run_program(eval + " --ckpt " + dir + "/a --batches 1 --paired " + dir + "/a.csv", dir),
                        "evaluate both with the same data");
   expect_program_error(run_program(eval + " --ckpt " + dir + "/a --paired " + text, dir), "is not a per-token file");
+}
+
+// plot --field: any per-step metric of metrics.jsonl (e.g. CYB's DK
+// probability), with its name on the y axis and no validation dots.
+TEST(PlotField, AnyMetricOfTheLog) {
+  const std::string dir = scratch_dir("plot_field"), path = dir + "/metrics.jsonl";
+  write_bytes(path,
+              "{\"step\": 1, \"tokens\": 100, \"flops\": 1e9, \"loss\": 5.0, \"dk\": 0.05}\n"
+              "{\"step\": 2, \"tokens\": 200, \"flops\": 2e9, \"loss\": 4.5, \"dk\": 0.01, \"val_loss\": 4.8}\n"
+              "{\"step\": 3, \"tokens\": 300, \"flops\": 3e9, \"loss\": 4.2}\n");
+  const RunCurves dk = read_run_curves(path, "cyb", "dk");
+  EXPECT_EQ(dk.loss, (std::vector<double>{0.05, 0.01}));
+  EXPECT_EQ(dk.tokens, (std::vector<double>{100, 200}));
+  EXPECT_TRUE(dk.val_loss.empty());
+  const std::string svg = loss_plot_svg({dk}, "DK");
+  EXPECT_NE(svg.find("rotate(-90)' text-anchor='middle'>dk</text>"), std::string::npos);
+  EXPECT_NE(svg.find("line: dk of each training step"), std::string::npos);
+  const RunCurves loss = read_run_curves(path, "cyb");
+  EXPECT_EQ(loss.loss.size(), 3u);
+  EXPECT_EQ(loss.val_loss, (std::vector<double>{4.8}));
+  const std::string plot = program("plot");
+  if (plot.empty()) return;
+  expect_program_error(run_program(plot + " --field nope " + path + " --out " + dir + "/x.svg", dir), "no numeric field 'nope'");
+  ASSERT_EQ(run_program(plot + " --field dk " + path + " --out " + dir + "/dk.svg", dir).status, 0);
+  EXPECT_TRUE(exists(dir + "/dk.svg"));
 }

@@ -15,13 +15,15 @@
 
 namespace ada {
 
-RunCurves read_run_curves(const std::string& path, const std::string& label) {
+RunCurves read_run_curves(const std::string& path, const std::string& label, const std::string& field) {
   struct stat st;
   check(::stat(path.c_str(), &st) == 0, "metrics file not found: " + path);
   RunCurves r;
   r.label = label;
+  r.field = field;
   for (const Json& j : read_json_lines(path)) {
-    const Json *tok = j.find("tokens"), *fl = j.find("flops"), *loss = j.find("loss"), *val = j.find("val_loss");
+    const Json *tok = j.find("tokens"), *fl = j.find("flops"), *loss = j.find(field),
+               *val = field == "loss" ? j.find("val_loss") : nullptr;
     auto num = [](const Json* v) { return v && v->is(Json::Type::Number); };
     if (!num(tok) || !num(fl)) continue;
     if (num(loss)) r.tokens.push_back(tok->number), r.flops.push_back(fl->number), r.loss.push_back(loss->number);
@@ -76,7 +78,7 @@ struct Panel {
   double py(double y) const { return y0 + h - (y - ylo) / (yhi - ylo) * h; }
 };
 
-void axes(std::string& s, const Panel& p, const std::string& xlabel) {
+void axes(std::string& s, const Panel& p, const std::string& xlabel, const std::string& ylabel) {
   s += "<rect x='" + fmt("%.1f", p.x0) + "' y='" + fmt("%.1f", p.y0) + "' width='" + fmt("%.1f", p.w) + "' height='" +
        fmt("%.1f", p.h) + "' fill='none' stroke='#333'/>\n";
   for (double y : nice_ticks(p.ylo, p.yhi, 6)) {
@@ -105,7 +107,7 @@ void axes(std::string& s, const Panel& p, const std::string& xlabel) {
   s += "<text x='" + fmt("%.1f", p.x0 + p.w / 2) + "' y='" + fmt("%.1f", p.y0 + p.h + 36) + "' text-anchor='middle'>" +
        xml_escape(xlabel) + "</text>\n";
   s += "<text transform='translate(" + fmt("%.1f", p.x0 - 44) + "," + fmt("%.1f", p.y0 + p.h / 2) +
-       ") rotate(-90)' text-anchor='middle'>loss (nats/token)</text>\n";
+       ") rotate(-90)' text-anchor='middle'>" + xml_escape(ylabel) + "</text>\n";
 }
 
 void curves(std::string& s, const Panel& p, const std::vector<double>& x, const std::vector<double>& y,
@@ -155,8 +157,10 @@ std::string loss_plot_svg(const std::vector<RunCurves>& runs, const std::string&
                   "' viewBox='0 0 " + fmt("%g", W) + " " + fmt("%g", H) +
                   "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n";
   s += "<text x='" + fmt("%g", W / 2) + "' y='24' text-anchor='middle' font-size='15'>" + xml_escape(title) + "</text>\n";
-  axes(s, a, "training tokens");
-  axes(s, b, "training FLOPs (log scale)");
+  const std::string field = runs.empty() ? "loss" : runs[0].field;
+  const std::string ylabel = field == "loss" ? "loss (nats/token)" : field;
+  axes(s, a, "training tokens", ylabel);
+  axes(s, b, "training FLOPs (log scale)", ylabel);
   if (empty) s += "<text x='265' y='200' text-anchor='middle'>no data yet</text>\n";
   for (size_t i = 0; i < runs.size(); i++) {
     const char* c = kColors[i % (sizeof kColors / sizeof kColors[0])];
@@ -165,7 +169,7 @@ std::string loss_plot_svg(const std::vector<RunCurves>& runs, const std::string&
   }
   // Legend in the top-right corner of the tokens panel, where a falling loss
   // curve leaves room; about 7 px per character of the longest line.
-  const std::string note = "line: train loss, dots: validation";
+  const std::string note = field == "loss" ? "line: train loss, dots: validation" : "line: " + field + " of each training step";
   size_t chars = note.size();
   for (auto& r : runs) chars = std::max(chars, r.label.size() + 5);
   const double lw = 7.0 * chars + 16, lx = a.x0 + a.w - lw - 8, ly = a.y0 + 8, lh = 18.0 * (runs.size() + 1) + 8;

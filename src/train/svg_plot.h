@@ -11,6 +11,7 @@ namespace ada {
 
 struct RunCurves {
   std::string label;
+  std::string field = "loss";                           // the metric in `loss` (plot --field)
   std::vector<double> tokens, flops, loss;              // every step with a finite loss
   std::vector<double> val_tokens, val_flops, val_loss;  // evaluation steps
 };
@@ -18,7 +19,10 @@ struct RunCurves {
 // Reads a metrics.jsonl written by the trainer (fields "tokens", "flops",
 // "loss", "val_loss"). Throws ada::Error if the file is missing or a line is
 // not valid JSON.
-RunCurves read_run_curves(const std::string& metrics_path, const std::string& label);
+// `field` selects another per-step metric for the line (e.g. a method's
+// halting statistic "dk" or "passes"); validation dots only for "loss".
+RunCurves read_run_curves(const std::string& metrics_path, const std::string& label,
+                          const std::string& field = "loss");
 
 // The SVG document.
 std::string loss_plot_svg(const std::vector<RunCurves>& runs, const std::string& title);
