@@ -10,6 +10,7 @@
 #include "backend/cpu_backend.h"
 #include "core/config.h"
 #include "core/rng.h"
+#include "gradcheck.h"
 #include "methods/method.h"
 #include "model/model.h"
 
@@ -38,6 +39,56 @@ void random_params(Model<Bk>& m, uint64_t seed,
       host[p.offset + i] = adjust ? adjust(p, v) : v;
     }
   m.be.to_device(m.params.data(), host.data(), host.size());
+}
+
+// Every parameter tensor's gradient of the method's loss on batch b (double
+// precision) against central differences (gradcheck.h). Tensors whose names
+// start with `unused` must instead have an exactly zero gradient (e.g. the
+// gates of a fixed pruning policy, which no path reads).
+template <class Bk>
+void check_param_grads(Method<Bk>& method, Model<Bk>& m, const Batch& b, const std::string& unused = "") {
+  auto loss = [&]() {
+    m.arena.reset();
+    method.forward(m, b, false);
+    return method.stats(m).loss;
+  };
+  m.zero_grads();
+  m.arena.reset();
+  method.forward(m, b, true);
+  method.backward(m, 1.0);
+  std::vector<double> grads(m.grads.data(), m.grads.data() + m.num_params());
+  for (auto& p : m.layout.tensors()) {
+    std::vector<double> a(grads.begin() + p.offset, grads.begin() + p.offset + p.numel);
+    if (!unused.empty() && p.name.rfind(unused, 0) == 0) {
+      for (double g : a) ASSERT_EQ(g, 0.0) << p.name;
+      continue;
+    }
+    expect_grad_close(p.name, a, numeric_grad(m.params.data() + p.offset, p.numel, loss));
+  }
+}
+
+// Feeds b's single sequence token by token through the method's decoder and
+// returns the largest difference from the full forward's next-token
+// distributions (and, in *max_p, the largest probability seen).
+template <class Bk>
+double decode_vs_forward(Method<Bk>& method, Model<Bk>& m, const Batch& b, double* max_p = nullptr) {
+  const int V = m.cfg.vocab;
+  m.arena.reset();
+  method.forward(m, b, false);
+  std::vector<double> full;
+  method.probabilities(m, full);
+  auto dec = method.decoder(m, b.T);
+  double max_diff = 0, top = 0;
+  for (int t = 0; t < b.T; t++) {
+    const std::vector<double>& p = dec->step(b.inputs[t]);
+    EXPECT_EQ((int)p.size(), V);
+    for (int v = 0; v < V; v++) {
+      max_diff = std::max(max_diff, std::abs(p[v] - full[(size_t)t * V + v]));
+      top = std::max(top, p[v]);
+    }
+  }
+  if (max_p) *max_p = top;
+  return max_diff;
 }
 
 // The fixture the method test files build on: one method on the "test"

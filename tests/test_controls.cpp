@@ -28,9 +28,8 @@ using Bd = CpuBackend<double>;
 
 namespace {
 
-// Whole-model gradient check of one method configuration at random parameters.
-// Tensors whose names start with `unused` must have an exactly zero gradient
-// (e.g. the gates of a fixed pruning policy, which no path reads).
+// Whole-model gradient check of one method configuration at random
+// parameters (check_param_grads, method_test_util.h).
 void check_method_gradients(const std::string& name, const MethodOptions& mo, ModelConfig cfg, uint64_t seed,
                             const std::string& unused = "") {
   Bd be;
@@ -39,46 +38,17 @@ void check_method_gradients(const std::string& name, const MethodOptions& mo, Mo
   random_params(*m, seed);
   Batch b = random_batch(2, 7, cfg.vocab, seed + 1);
   b.targets[3] = -1;
-  auto loss = [&]() {
-    m->arena.reset();
-    method->forward(*m, b, false);
-    return method->stats(*m).loss;
-  };
-  m->zero_grads();
-  m->arena.reset();
-  method->forward(*m, b, true);
-  method->backward(*m, 1.0);
-  std::vector<double> grads(m->grads.data(), m->grads.data() + m->num_params());
-  for (auto& p : m->layout.tensors()) {
-    std::vector<double> a(grads.begin() + p.offset, grads.begin() + p.offset + p.numel);
-    if (!unused.empty() && p.name.rfind(unused, 0) == 0) {
-      for (double g : a) ASSERT_EQ(g, 0.0) << p.name;
-      continue;
-    }
-    expect_grad_close(p.name, a, numeric_grad(m->params.data() + p.offset, p.numel, loss));
-  }
+  check_param_grads(*method, *m, b, unused);
 }
 
-// The decoder's next-token distributions against the full forward's.
+// The decoder against the full forward, at weights far from uniform.
 double decode_vs_forward(const std::string& name, const MethodOptions& mo, const ModelConfig& cfg) {
   Bd be;
   auto method = make_method<Bd>(name, mo);
   auto m = make_model(be, cfg, *method);
   m->init_params(3);
   for (size_t i = 0; i < m->num_params(); i++) m->params.data()[i] *= 8;
-  const int T = 11;
-  Batch b = random_batch(1, T, cfg.vocab, 4);
-  m->arena.reset();
-  method->forward(*m, b, false);
-  std::vector<double> full;
-  method->probabilities(*m, full);
-  auto dec = method->decoder(*m, T);
-  double max_diff = 0;
-  for (int t = 0; t < T; t++) {
-    const std::vector<double>& p = dec->step(b.inputs[t]);
-    for (int v = 0; v < cfg.vocab; v++) max_diff = std::max(max_diff, std::abs(p[v] - full[(size_t)t * cfg.vocab + v]));
-  }
-  return max_diff;
+  return ada::test::decode_vs_forward(*method, *m, random_batch(1, 11, cfg.vocab, 4));
 }
 
 }  // namespace

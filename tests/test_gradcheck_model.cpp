@@ -111,20 +111,7 @@ TEST(GradCheckModel, EveryMethodLoss) {
     random_params(*m, 4, [&](const ParamInfo& p, double v) { return p.name == "cyb.dk_head.bias" ? log_v + v : v; });
     Batch b = random_batch(2, 7, cfg.vocab, 5);
     b.targets[3] = -1;  // an unsupervised position must not contribute
-    auto loss = [&]() {
-      m->arena.reset();
-      method->forward(*m, b, false);
-      return method->stats(*m).loss;
-    };
-    m->zero_grads();
-    m->arena.reset();
-    method->forward(*m, b, true);
-    method->backward(*m, 1.0);
-    std::vector<double> grads(m->grads.data(), m->grads.data() + m->num_params());
-    for (auto& p : m->layout.tensors()) {
-      std::vector<double> a(grads.begin() + p.offset, grads.begin() + p.offset + p.numel);
-      expect_grad_close(p.name, a, numeric_grad(m->params.data() + p.offset, p.numel, loss));
-    }
+    check_param_grads(*method, *m, b);
   }
 }
 
