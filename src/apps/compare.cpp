@@ -44,6 +44,7 @@ struct Row {
   std::string label;
   double val_loss = NAN, train_flops = 0, infer_flops = 0, infer_other = 0, passes = 0, tok_s = 0, seconds = 0;
   double infer_us = NAN;  // measured forward time per token (median of 3)
+  std::vector<std::pair<std::string, double>> halting;  // token-weighted halting statistics on validation
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -102,9 +103,13 @@ void inference_cost(Trainer<Bk>& tr, const TokenSource& val, const TrainOptions&
     f += s.inference_flops();  // what generation costs (PonderLM-2: the sequential decode)
     other += s.fwd_other_flops;
     tok += (double)b.B * b.T;
-    for (auto& kv : s.halting)
-      if (kv.first == "passes") p += kv.second * b.B * b.T;
+    for (size_t k = 0; k < s.halting.size(); k++) {
+      if (r->halting.size() <= k) r->halting.push_back({s.halting[k].first, 0.0});
+      r->halting[k].second += s.halting[k].second * b.B * b.T;
+      if (s.halting[k].first == "passes") p += s.halting[k].second * b.B * b.T;
+    }
   }
+  for (auto& kv : r->halting) kv.second /= tok;
   r->infer_flops = f / tok;
   r->infer_other = other / tok;
   r->passes = p / tok;
@@ -125,22 +130,16 @@ void inference_cost(Trainer<Bk>& tr, const TokenSource& val, const TrainOptions&
   r->infer_us = us[1];
 }
 
-// The per-pass exit histogram "f1/f2/.../f{K+1}" of a trained adaponder on the
-// fixed validation batches (its exit_i statistics, token-weighted).
-std::string exit_histogram(Trainer<Bk>& tr, const TokenSource& val, const TrainOptions& o) {
-  std::vector<double> h(o.method_opts.ponder_steps + 1, 0.0);
-  for (int i = 0; i < o.eval_batches; i++) {
-    tr.model().arena.reset();
-    Batch b = eval_batch(val, o.batch, o.seq, i, o.eval_batches);
-    tr.method().forward(tr.model(), b, false);
-    for (auto& kv : tr.method().stats(tr.model()).halting)
-      for (size_t k = 0; k < h.size(); k++)
-        if (kv.first == "exit_" + std::to_string(k + 1)) h[k] += kv.second;
-  }
+// The per-pass exit histogram "f1/f2/.../f{K+1}" of a trained adaponder: its
+// exit_i statistics on the validation batches (measured by inference_cost).
+std::string exit_histogram(const Row& r, int K) {
   std::string s;
-  for (double v : h) {
+  for (int k = 1; k <= K + 1; k++) {
+    double v = 0;
+    for (auto& kv : r.halting)
+      if (kv.first == "exit_" + std::to_string(k)) v = kv.second;
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.6g", v / o.eval_batches);
+    std::snprintf(buf, sizeof buf, "%.6g", v);
     s += (s.empty() ? "" : "/") + std::string(buf);
   }
   return s;
@@ -211,7 +210,7 @@ int main(int argc, char** argv) {
       inference_cost(tr, *data.val, o, &r);
       if (o.method == "adaponder" && o.method_opts.ada.policy == "gates") {
         learned_passes = r.passes;
-        learned_hist = exit_histogram(tr, *data.val, o);
+        learned_hist = exit_histogram(r, o.method_opts.ponder_steps);
         std::printf("learned exit histogram (passes 1..K+1): %s\n", learned_hist.c_str());
       }
       rows.push_back(r);

@@ -43,7 +43,7 @@ long long ModelConfig::num_params() const {
 std::string ModelConfig::describe() const {
   std::ostringstream s;
   s << name << ": V=" << vocab << " D=" << dim << " L=" << layers << " H=" << heads << " F=" << hidden
-    << " ctx=" << max_seq  << (tied ? " tied" : " untied");
+    << " ctx=" << max_seq << (tied ? " tied" : " untied");
   if (embed_scale > 0) s << " embed-scale=" << embed_scale;
   s << ", " << num_params() << " params";
   return s.str();

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/common.h"
+#include "train/cpu_instances.h"
 
 namespace ada {
 
@@ -70,11 +71,8 @@ ModelConfig TrainOptions::model_config() const {
 
 double resolve_embed_scale(const std::string& spec, const ModelConfig& c, const MethodOptions& mo) {
   if (spec == "method" || spec.empty()) return 0;
-  const double sqrtD = std::sqrt((double)c.dim);
-  // Keep in step with each method's default_embed_scale (a test compares them).
-  if (spec == "standard" || spec == "looped" || spec == "pause" || spec == "cyb" || spec == "tah") return 1;
-  if (spec == "ponder" || spec == "adaponder") return mo.ponder_steps * sqrtD;
-  if (spec == "latent_cot" || spec == "ponderlm2") return std::sqrt(2.5 * c.dim);
+  for (const std::string& name : method_names())  // a method's name: the scale that method uses by default
+    if (spec == name) return make_method<CpuBackend<float>>(name, mo)->default_embed_scale(c);
   char* end = nullptr;
   const double v = std::strtod(spec.c_str(), &end);
   check(end != spec.c_str() && *end == 0 && std::isfinite(v) && v > 0,
