@@ -15,6 +15,35 @@
 using namespace ada;
 using namespace ada::test;
 
+namespace {
+
+// A training forward and backward of the same method in double and in float
+// (models holding the same values): the losses and every parameter gradient
+// agree within 1e-4 (relative, per tensor). `nonzero`: every tensor must also
+// have a gradient, or the comparison would be vacuous.
+template <class Md, class Mf, class ModelD, class ModelF>
+void expect_float_matches_double(Md& md, ModelD& Dm, Mf& mf, ModelF& Fm, const Batch& b, bool nonzero) {
+  Dm.zero_grads(), Fm.zero_grads();
+  Dm.arena.reset(), Fm.arena.reset();
+  md.forward(Dm, b, true);
+  mf.forward(Fm, b, true);
+  md.backward(Dm, 1.0);
+  mf.backward(Fm, 1.0);
+  const double ld = md.stats(Dm).loss, lf = mf.stats(Fm).loss;
+  EXPECT_LT(std::abs(ld - lf) / std::abs(ld), 1e-4) << "loss " << ld << " vs " << lf;
+  for (auto& p : Dm.layout.tensors()) {
+    std::vector<double> a(Dm.grads.data() + p.offset, Dm.grads.data() + p.offset + p.numel);
+    std::vector<double> f(Fm.grads.data() + p.offset, Fm.grads.data() + p.offset + p.numel);
+    EXPECT_LT(grad_error(f, a), 1e-4) << p.name;
+    if (!nonzero) continue;
+    double mag = 0;
+    for (double v : a) mag = std::max(mag, std::abs(v));
+    EXPECT_GT(mag, 0.0) << p.name << ": no gradient, the comparison would be vacuous";
+  }
+}
+
+}  // namespace
+
 // Loss and every parameter gradient agree within 1e-4 (relative, per tensor).
 TEST(Precision, FloatMatchesDouble) {
   for (const MethodVariant& var : method_variants()) {
@@ -33,18 +62,7 @@ TEST(Precision, FloatMatchesDouble) {
     for (size_t i = 0; i < Md->num_params(); i++) Mf->params.data()[i] = (float)Md->params.data()[i];
     for (size_t i = 0; i < Md->num_params(); i++) Md->params.data()[i] = (double)Mf->params.data()[i];
     Batch b = random_batch(2, 9, cfg.vocab, 8);
-    Md->zero_grads(), Mf->zero_grads();
-    md->forward(*Md, b, true);
-    mf->forward(*Mf, b, true);
-    md->backward(*Md, 1.0);
-    mf->backward(*Mf, 1.0);
-    const double ld = md->stats(*Md).loss, lf = mf->stats(*Mf).loss;
-    EXPECT_LT(std::abs(ld - lf) / std::abs(ld), 1e-4) << "loss " << ld << " vs " << lf;
-    for (auto& p : Md->layout.tensors()) {
-      std::vector<double> a(Md->grads.data() + p.offset, Md->grads.data() + p.offset + p.numel);
-      std::vector<double> f(Mf->grads.data() + p.offset, Mf->grads.data() + p.offset + p.numel);
-      EXPECT_LT(grad_error(f, a), 1e-4) << p.name;
-    }
+    expect_float_matches_double(*md, *Md, *mf, *Mf, b, false);
   }
 }
 
@@ -102,22 +120,7 @@ struct FloatDouble {
   }
   // training forward and backward of both; loss and every gradient agree
   void expect_match() {
-    Md->zero_grads(), Mf->zero_grads();
-    Md->arena.reset(), Mf->arena.reset();
-    md->forward(*Md, b, true);
-    mf->forward(*Mf, b, true);
-    md->backward(*Md, 1.0);
-    mf->backward(*Mf, 1.0);
-    const double ld = md->stats(*Md).loss, lf = mf->stats(*Mf).loss;
-    EXPECT_LT(std::abs(ld - lf) / std::abs(ld), 1e-4) << "loss " << ld << " vs " << lf;
-    for (auto& p : Md->layout.tensors()) {
-      std::vector<double> a(Md->grads.data() + p.offset, Md->grads.data() + p.offset + p.numel);
-      std::vector<double> f(Mf->grads.data() + p.offset, Mf->grads.data() + p.offset + p.numel);
-      EXPECT_LT(grad_error(f, a), 1e-4) << p.name;
-      double mag = 0;
-      for (double v : a) mag = std::max(mag, std::abs(v));
-      EXPECT_GT(mag, 0.0) << p.name << ": no gradient, the comparison would be vacuous";
-    }
+    expect_float_matches_double(*md, *Md, *mf, *Mf, b, true);
   }
 };
 
