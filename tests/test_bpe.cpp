@@ -3,6 +3,7 @@
 // bytes and on the corpus, and the file format's validation errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -192,6 +193,63 @@ TEST(BpeFile, ValidationErrors) {
   std::remove(path.c_str());
   // And through load_tokenizer, which names the path.
   expect_error([&] { load_tokenizer(path + ".nope"); }, "tokenizer not found");
+}
+
+// Issue 14: files that would exhaust memory are refused at load, naming the
+// file and the line.
+TEST(BpeFile, RefusesMergeBombsAndAbsurdSizes) {
+  const std::string path = temp_path("bomb.txt");
+  // A chain of merges doubles a token at each line: 2, 4, ..., 256 bytes are
+  // allowed (8 merges, lines 2..9); the 512-byte token of line 10 is not.
+  std::string bomb = "ada-bpe 1 300\n97 97\n";
+  for (int id = 256; id < 256 + 43; ++id) bomb += std::to_string(id) + " " + std::to_string(id) + "\n";
+  write_text(path, bomb);
+  expect_error([&] { load_bpe(path); },
+               path + " line 10: merge 263 263 makes a token of 512 bytes, above the limit of 256");
+  // The same chain built in memory.
+  std::vector<BpeMerge> chain = {{'a', 'a'}};
+  for (int32_t id = 256; id < 256 + 8; ++id) chain.push_back({id, id});
+  expect_error([&] { BpeTokenizer{chain}; }, "BPE merge 8 makes a token of 512 bytes, above the limit of 256");
+  chain.pop_back();
+  EXPECT_EQ(BpeTokenizer(chain).decode_token(263), std::string(256, 'a'));  // exactly the limit is fine
+  // Vocabulary sizes above the limit, in the header or in memory.
+  write_text(path, "ada-bpe 1 2147483647\n97 98\n");
+  expect_error([&] { load_bpe(path); }, path + " line 1: vocabulary size 2147483647 is above the limit of 262144");
+  write_text(path, "ada-bpe 1 262145\n97 98\n");
+  expect_error([&] { load_bpe(path); }, "vocabulary size 262145 is above the limit of 262144");
+  expect_error([] { BpeTokenizer(std::vector<BpeMerge>(kMaxBpeVocab - 255, BpeMerge{0, 0})); },
+               "BPE vocabulary of 262145 tokens is above the limit of 262144");
+  expect_error([] { train_bpe("abc", kMaxBpeVocab + 1); }, "above the limit of 262144");
+  // More merge lines than the header announces: refused at the first extra line.
+  write_text(path, "ada-bpe 1 257\n97 98\n97 99\n" + std::string(1000, '\n'));
+  expect_error([&] { load_bpe(path); }, path + " line 3: more merges than the header's vocabulary size 257 allows (1)");
+  // A line with a great many fields is one malformed line.
+  std::string many = "ada-bpe 1 257\n";
+  for (int i = 0; i < (1 << 19); ++i) many += "7 ";
+  write_text(path, many + "\n");
+  expect_error([&] { load_bpe(path); }, path + " line 2: expected two token ids");
+  // A file above the size limit is refused before it is read (a sparse file).
+  write_text(path, "");
+  ASSERT_EQ(::truncate(path.c_str(), off_t(kMaxTokenizerFileBytes) + 1), 0);
+  expect_error([&] { load_bpe(path); }, "is 268435457 bytes, above the limit of 268435456 for a tokenizer file");
+  std::remove(path.c_str());
+}
+
+TEST(BpeTrain, NeverMakesTokensAboveTheLengthLimit) {
+  // One chunk of 5000 'a's: unbounded training would make "a" * 2^k tokens
+  // up to 4096 bytes. The trainer stops each chain at kMaxTokenBytes, and the
+  // file it writes loads again.
+  const auto merges = train_bpe(std::string(5000, 'a') + " " + std::string(5000, 'a'), 400);
+  BpeTokenizer tok(merges);
+  size_t longest = 0;
+  for (uint32_t id = 0; id < tok.vocab_size(); ++id) longest = std::max(longest, tok.decode_token(id).size());
+  EXPECT_EQ(longest, kMaxTokenBytes);
+  const std::string path = temp_path("long_tokens.txt");
+  save_bpe(path, merges);
+  EXPECT_EQ(load_bpe(path), merges);
+  std::remove(path.c_str());
+  const std::string text(3000, 'a');
+  EXPECT_EQ(tok.decode(tok.encode(text)), text);
 }
 
 TEST(BpeTokenizer, RejectsBadMergesAndIds) {
