@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -113,6 +114,79 @@ TEST(BpeTrain, DeterministicAndMergesNeverCrossChunks) {
     by_chunk.insert(by_chunk.end(), ids.begin(), ids.end());
   }
   EXPECT_EQ(tok.encode(sample), by_chunk);
+}
+
+// The simple trainer the incremental one must equal: recount every pair of
+// every word at each step, merge the most frequent allowed pair (ties: the
+// smallest pair) left to right everywhere, stop when none occurs twice.
+std::vector<BpeMerge> reference_train_bpe(const std::string& text, uint32_t vocab_size) {
+  std::map<std::string_view, int64_t> chunk_counts;
+  for (std::string_view chunk : pretokenize(text)) ++chunk_counts[chunk];
+  std::vector<std::pair<std::vector<int32_t>, int64_t>> words;
+  for (const auto& [chunk, count] : chunk_counts) {
+    std::vector<int32_t> syms;
+    for (char c : chunk) syms.push_back(static_cast<unsigned char>(c));
+    words.push_back({syms, count});
+  }
+  std::vector<BpeMerge> merges;
+  std::vector<size_t> len(256, 1);
+  while (256 + merges.size() < vocab_size) {
+    std::map<std::pair<int32_t, int32_t>, int64_t> counts;
+    for (const auto& [syms, count] : words) {
+      for (size_t i = 0; i + 1 < syms.size(); ++i) counts[{syms[i], syms[i + 1]}] += count;
+    }
+    std::pair<int32_t, int32_t> best{-1, -1};
+    int64_t best_count = 0;
+    for (const auto& [pair, count] : counts) {  // in increasing pair order: the first maximum wins ties
+      if (count > best_count && len[pair.first] + len[pair.second] <= kMaxTokenBytes) {
+        best = pair;
+        best_count = count;
+      }
+    }
+    if (best_count < 2) break;
+    const int32_t id = int32_t(256 + merges.size());
+    merges.push_back({best.first, best.second});
+    len.push_back(len[best.first] + len[best.second]);
+    for (auto& [syms, count] : words) {
+      std::vector<int32_t> out;
+      for (size_t i = 0; i < syms.size();) {
+        if (i + 1 < syms.size() && syms[i] == best.first && syms[i + 1] == best.second) {
+          out.push_back(id);
+          i += 2;
+        } else {
+          out.push_back(syms[i++]);
+        }
+      }
+      syms = out;
+    }
+  }
+  return merges;
+}
+
+TEST(BpeTrain, MatchesSimpleReference) {
+  std::mt19937 rng(99);
+  const std::string kjv = slurp(data_dir() + "/kjv.txt");
+  ASSERT_GT(kjv.size(), 100000u);
+  for (int trial = 0; trial < 40; ++trial) {
+    std::string text;
+    const int len = std::uniform_int_distribution<int>(1, 3000)(rng);
+    switch (trial % 4) {
+      case 0:  // a slice of the corpus
+        text = kjv.substr(rng() % (kjv.size() - 3000), len);
+        break;
+      case 1:  // short words over a small alphabet
+        for (int i = 0; i < len; ++i) text += " abc"[rng() % 4];
+        break;
+      case 2:  // one long word over a small alphabet
+        for (int i = 0; i < len; ++i) text += "ab"[rng() % 2];
+        break;
+      default:  // runs of one letter, long enough to meet the token length limit
+        for (int i = 0; i < len; ++i) text += (rng() % 300 == 0) ? ' ' : 'a';
+        break;
+    }
+    const uint32_t vocab = 256 + std::uniform_int_distribution<uint32_t>(0, 200)(rng);
+    ASSERT_EQ(train_bpe(text, vocab), reference_train_bpe(text, vocab)) << "trial " << trial;
+  }
 }
 
 TEST(BpeTrain, ShippedKjvVocabularyIsReproducible) {

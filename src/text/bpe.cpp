@@ -115,19 +115,32 @@ std::vector<int32_t> BpeEncoder::encode(std::string_view text) const {
 // ---------------------------------------------------------------------------
 // Trainer
 //
-// The corpus is reduced to its distinct chunks ("words") with their counts.
+// The corpus is reduced to its distinct chunks ("words") with their counts;
+// each word is a doubly linked list of symbols, like a chunk in encode_chunk.
 // We keep, for every adjacent token pair, its total count over the corpus and
-// the list of words it occurs in. A merge then only revisits the words that
-// contain the merged pair: their old pairs are subtracted from the counts, the
-// merge is applied, and their new pairs are added back. The most frequent pair
-// is taken from a max-heap with lazy deletion: an entry whose count no longer
-// matches the current count is stale and skipped.
+// the list of places (word, position) where it occurs. A merge visits only
+// those places: at each, the two pairs around the merged one are subtracted
+// from the counts, the two symbols become one, and the two new pairs around
+// it are added, with their places. So a merge costs O(its occurrences), not
+// O(length of the words it touches), and one long word is no worse than many
+// short ones. Places go stale when a neighbour merges; a stale place is
+// recognised (its pair is no longer there) and skipped. The most frequent
+// pair is taken from a max-heap with lazy deletion: an entry whose count no
+// longer matches the current count is stale and skipped.
 
 namespace {
 
 struct Word {
-  std::vector<int32_t> syms;
+  std::vector<int32_t> sym;         // -1 once merged into its left neighbour
+  std::vector<int32_t> prev, next;  // linked list; next == size: the last symbol
   int64_t count;
+};
+
+// One occurrence of a pair: the position of its left symbol in a word.
+struct Place {
+  int32_t word, pos;
+  bool operator<(const Place& o) const { return word != o.word ? word < o.word : pos < o.pos; }
+  bool operator==(const Place& o) const { return word == o.word && pos == o.pos; }
 };
 
 struct PairEntry {
@@ -148,13 +161,6 @@ uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) |
 int32_t key_left(uint64_t k) { return int32_t(k >> 32); }
 int32_t key_right(uint64_t k) { return int32_t(k & 0xFFFFFFFFu); }
 
-bool word_has_pair(const Word& w, int32_t a, int32_t b) {
-  for (size_t i = 0; i + 1 < w.syms.size(); ++i) {
-    if (w.syms[i] == a && w.syms[i + 1] == b) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::vector<BpeMerge> train_bpe(std::string_view text, uint32_t vocab_size) {
@@ -168,28 +174,34 @@ std::vector<BpeMerge> train_bpe(std::string_view text, uint32_t vocab_size) {
   std::unordered_map<std::string_view, int64_t> chunk_counts;
   for (size_t i = 0; i < text.size();) {
     const size_t end = pretoken_end(text, i);
+    check(end - i < size_t(INT32_MAX), "a pre-tokenizer chunk of " + std::to_string(end - i) +
+                                           " bytes is too long to train on (limit 2^31 - 1)");
     ++chunk_counts[text.substr(i, end - i)];
     i = end;
   }
   std::vector<std::pair<std::string_view, int64_t>> sorted(chunk_counts.begin(), chunk_counts.end());
   std::sort(sorted.begin(), sorted.end());
-  std::vector<Word> words;
-  words.reserve(sorted.size());
-  for (const auto& [chunk, count] : sorted) {
-    Word w{std::vector<int32_t>(chunk.size()), count};
-    for (size_t i = 0; i < chunk.size(); ++i) w.syms[i] = static_cast<unsigned char>(chunk[i]);
-    words.push_back(std::move(w));
+  check(sorted.size() < size_t(INT32_MAX), "too many distinct chunks to train a BPE on");
+  std::vector<Word> words(sorted.size());
+  for (size_t w = 0; w < sorted.size(); ++w) {
+    const std::string_view chunk = sorted[w].first;
+    Word& word = words[w];
+    word.count = sorted[w].second;
+    for (int32_t i = 0; i < int32_t(chunk.size()); ++i) {
+      word.sym.push_back(static_cast<unsigned char>(chunk[i]));
+      word.prev.push_back(i - 1);
+      word.next.push_back(i + 1);
+    }
   }
 
   std::unordered_map<uint64_t, int64_t> pair_count;
-  std::unordered_map<uint64_t, std::vector<int32_t>> pair_words;  // may hold stale entries
+  std::unordered_map<uint64_t, std::vector<Place>> pair_places;  // may hold stale places
   for (int32_t w = 0; w < int32_t(words.size()); ++w) {
-    const auto& s = words[w].syms;
-    for (size_t i = 0; i + 1 < s.size(); ++i) {
+    const auto& s = words[w].sym;
+    for (int32_t i = 0; i + 1 < int32_t(s.size()); ++i) {
       const uint64_t k = pair_key(s[i], s[i + 1]);
       pair_count[k] += words[w].count;
-      auto& list = pair_words[k];
-      if (list.empty() || list.back() != w) list.push_back(w);
+      pair_places[k].push_back({w, i});
     }
   }
   std::priority_queue<PairEntry, std::vector<PairEntry>, PairEntryLess> heap;
@@ -212,39 +224,38 @@ std::vector<BpeMerge> train_bpe(std::string_view text, uint32_t vocab_size) {
     const int32_t new_id = int32_t(256 + merges.size());
     merges.push_back({top.left, top.right});
     token_len.push_back(token_len[top.left] + token_len[top.right]);
-    std::vector<int32_t> where = std::move(pair_words[key]);
-    pair_words.erase(key);
+    // Left to right within each word, as in encoding: in "a a a" only the
+    // first (a, a) merges.
+    std::vector<Place> places = std::move(pair_places[key]);
+    pair_places.erase(key);
+    std::sort(places.begin(), places.end());
+    places.erase(std::unique(places.begin(), places.end()), places.end());
 
     changed.clear();
-    for (int32_t w : where) {
+    const auto add = [&](int32_t w, int32_t pos, int64_t delta) {
       Word& word = words[w];
-      if (!word_has_pair(word, top.left, top.right)) continue;  // merged away earlier
-      auto& s = word.syms;
-      for (size_t i = 0; i + 1 < s.size(); ++i) {
-        const uint64_t k = pair_key(s[i], s[i + 1]);
-        pair_count[k] -= word.count;
-        changed.push_back(k);
-      }
-      size_t j = 0;
-      for (size_t i = 0; i < s.size();) {
-        if (i + 1 < s.size() && s[i] == top.left && s[i + 1] == top.right) {
-          s[j++] = new_id;
-          i += 2;
-        } else {
-          s[j++] = s[i++];
-        }
-      }
-      s.resize(j);
-      for (size_t i = 0; i + 1 < s.size(); ++i) {
-        const uint64_t k = pair_key(s[i], s[i + 1]);
-        pair_count[k] += word.count;
-        changed.push_back(k);
-        // Only pairs with the new token are new to this word.
-        if (s[i] == new_id || s[i + 1] == new_id) {
-          auto& list = pair_words[k];
-          if (list.empty() || list.back() != w) list.push_back(w);
-        }
-      }
+      const uint64_t k = pair_key(word.sym[pos], word.sym[word.next[pos]]);
+      pair_count[k] += delta;
+      changed.push_back(k);
+      if (delta > 0) pair_places[k].push_back({w, pos});
+    };
+    for (const Place& pl : places) {
+      Word& word = words[pl.word];
+      const int32_t n = int32_t(word.sym.size()), p = pl.pos;
+      // Stale unless the pair is still at this place. (The pair cannot form
+      // anew: symbols only ever change into new ids.)
+      if (word.sym[p] != top.left || word.next[p] == n || word.sym[word.next[p]] != top.right) continue;
+      const int32_t q = word.next[p];
+      const int64_t c = word.count;
+      if (word.prev[p] >= 0) add(pl.word, word.prev[p], -c);
+      add(pl.word, p, -c);
+      if (word.next[q] < n) add(pl.word, q, -c);
+      word.sym[p] = new_id;
+      word.sym[q] = -1;
+      word.next[p] = word.next[q];
+      if (word.next[p] < n) word.prev[word.next[p]] = p;
+      if (word.prev[p] >= 0) add(pl.word, word.prev[p], c);
+      if (word.next[p] < n) add(pl.word, p, c);
     }
     std::sort(changed.begin(), changed.end());
     changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
