@@ -305,8 +305,11 @@ TEST(BpeFile, RefusesMergeBombsAndAbsurdSizes) {
   // A file above the size limit is refused before it is read (a sparse file).
   write_text(path, "");
   ASSERT_EQ(::truncate(path.c_str(), off_t(kMaxTokenizerFileBytes) + 1), 0);
-  expect_error([&] { load_bpe(path); }, "is 268435457 bytes, above the limit of 268435456 for a tokenizer file");
+  expect_error([&] { load_bpe(path); }, "is 67108865 bytes, above the limit of 67108864 for a tokenizer file");
   std::remove(path.c_str());
+  // An endless device is read no further than the limit; a folder is named as one.
+  expect_error([] { load_bpe("/dev/zero"); }, "BPE file /dev/zero is larger than the limit of 67108864 bytes");
+  expect_error([] { load_bpe(testing::TempDir()); }, "is a folder, not a file");
 }
 
 TEST(BpeTrain, NeverMakesTokensAboveTheLengthLimit) {

@@ -337,8 +337,11 @@ TEST(Gpt2Tokenizer, LoadRefusesAbsurdFiles) {
   // A file above the size limit is refused before it is read (a sparse file).
   ASSERT_EQ(::truncate((dir + "/encoder.json").c_str(), off_t(kMaxTokenizerFileBytes) + 1), 0);
   expect_error([&] { load_tokenizer(dir); },
-               "GPT-2 encoder.json " + dir + "/encoder.json is 268435457 bytes, above the limit of 268435456");
+               "GPT-2 encoder.json " + dir + "/encoder.json is 67108865 bytes, above the limit of 67108864");
   remove_small_gpt2(dir);
+  // An endless device is read no further than the limit.
+  expect_error([] { Gpt2Tokenizer("/dev/zero", "/dev/null"); },
+               "GPT-2 encoder.json /dev/zero is larger than the limit of 67108864 bytes");
 }
 
 }  // namespace

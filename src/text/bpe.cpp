@@ -316,21 +316,30 @@ std::string quoted_excerpt(std::string_view s) {
 
 }  // namespace
 
-std::vector<BpeMerge> load_bpe(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
+std::string read_tokenizer_file(const std::string& path, const std::string& what) {
   struct stat st;
-  if (!f) {
-    check(stat(path.c_str(), &st) == 0, "BPE file not found: " + path);
-    fail("cannot read BPE file: " + path);
-  }
-  const bool have_size = stat(path.c_str(), &st) == 0;
-  check(!have_size || uint64_t(st.st_size) <= kMaxTokenizerFileBytes,
-        "BPE file " + path + " is " + std::to_string(st.st_size) + " bytes, above the limit of " +
+  check(stat(path.c_str(), &st) == 0, what + " not found: " + path);
+  check(!S_ISDIR(st.st_mode), what + " " + path + " is a folder, not a file");
+  check(!S_ISREG(st.st_mode) || uint64_t(st.st_size) <= kMaxTokenizerFileBytes,
+        what + " " + path + " is " + std::to_string(st.st_size) + " bytes, above the limit of " +
             std::to_string(kMaxTokenizerFileBytes) + " for a tokenizer file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string data = ss.str();
-  check(!data.empty(), "BPE file is empty: " + path);
+  std::ifstream f(path, std::ios::binary);
+  check(bool(f), "cannot read " + what + ": " + path);
+  std::string data;
+  std::vector<char> buf(1 << 16);
+  while (f.read(buf.data(), std::streamsize(buf.size())) || f.gcount() > 0) {
+    data.append(buf.data(), size_t(f.gcount()));
+    check(data.size() <= kMaxTokenizerFileBytes, what + " " + path + " is larger than the limit of " +
+                                                     std::to_string(kMaxTokenizerFileBytes) +
+                                                     " bytes for a tokenizer file");
+  }
+  check(!f.bad(), "cannot read " + what + ": " + path);
+  check(!data.empty(), what + " is empty: " + path);
+  return data;
+}
+
+std::vector<BpeMerge> load_bpe(const std::string& path) {
+  const std::string data = read_tokenizer_file(path, "BPE file");
 
   // Lines are read one at a time (a file of many short lines must not
   // become a large index first).

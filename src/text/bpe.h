@@ -42,8 +42,14 @@ namespace ada {
 // holds 64 MiB of token bytes.
 constexpr uint32_t kMaxBpeVocab = 1u << 18;  // 262,144 tokens
 constexpr size_t kMaxTokenBytes = 256;
-// A tokenizer file above this size is refused before it is read.
-constexpr size_t kMaxTokenizerFileBytes = size_t(256) << 20;  // 256 MiB
+// A tokenizer file above this size is refused (GPT-2's two files are 1.5 MB).
+constexpr size_t kMaxTokenizerFileBytes = size_t(64) << 20;  // 64 MiB
+
+// Reads a whole tokenizer file of at most kMaxTokenizerFileBytes; also from a
+// pipe or a device, which is read no further than the limit. `what` names the
+// kind of file in errors ("BPE file"): not found, a folder, unreadable, too
+// large, empty.
+std::string read_tokenizer_file(const std::string& path, const std::string& what);
 
 // Adjacent tokens `left` then `right` become token `result`.
 struct BpeRule {

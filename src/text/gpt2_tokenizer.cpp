@@ -3,9 +3,6 @@
 #include "text/gpt2_tokenizer.h"
 
 #include <cstdint>
-#include <fstream>
-#include <sstream>
-#include <sys/stat.h>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -23,29 +20,6 @@ uint32_t gpt2_byte_to_unicode(uint8_t b) {
   for (uint32_t c = 0; c < b; ++c) n += !printable(c);
   return 256 + n;
 }
-
-namespace {
-
-std::string read_file(const std::string& path, const std::string& what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    struct stat st;
-    check(stat(path.c_str(), &st) == 0, what + " not found: " + path);
-    fail("cannot read " + what + ": " + path);
-  }
-  struct stat st;
-  const bool have_size = stat(path.c_str(), &st) == 0;
-  check(!have_size || uint64_t(st.st_size) <= kMaxTokenizerFileBytes,
-        what + " " + path + " is " + std::to_string(st.st_size) + " bytes, above the limit of " +
-            std::to_string(kMaxTokenizerFileBytes) + " for a tokenizer file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string data = ss.str();
-  check(!data.empty(), what + " is empty: " + path);
-  return data;
-}
-
-}  // namespace
 
 std::vector<std::pair<std::string, int64_t>> parse_json_string_to_int(const std::string& json,
                                                                       const std::string& what) {
@@ -82,7 +56,7 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_path, const std::string&
 
   // encoder.json: token string -> id. Ids must be exactly 0..n-1.
   const std::string what = "GPT-2 encoder.json " + encoder_path;
-  const auto entries = parse_json_string_to_int(read_file(encoder_path, "GPT-2 encoder.json"), what);
+  const auto entries = parse_json_string_to_int(read_tokenizer_file(encoder_path, "GPT-2 encoder.json"), what);
   check(!entries.empty(), what + ": no tokens");
   check(entries.size() <= kMaxBpeVocab, what + ": " + std::to_string(entries.size()) +
                                             " tokens, above the limit of " + std::to_string(kMaxBpeVocab));
@@ -118,7 +92,7 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_path, const std::string&
   }
 
   // vocab.bpe: "#version" line, then "A B" per line in rank order.
-  const std::string vdata = read_file(vocab_path, "GPT-2 vocab.bpe");
+  const std::string vdata = read_tokenizer_file(vocab_path, "GPT-2 vocab.bpe");
   std::vector<BpeRule> rules;
   std::unordered_set<uint64_t> seen;  // (left, right) pairs, to refuse repeats
   std::string left, right;
