@@ -1,6 +1,6 @@
 # Adaptive per-token computation: CPU (Eigen + OpenMP) and CUDA build.
 #
-#   make              CPU programs (train_cpu, tokenize, eval, generate, bench)
+#   make              CPU programs (train_cpu, tokenize, eval, generate, bench_cpu, bench_tokenizer, ...)
 #   make test         build and run every GoogleTest suite (no GPU needed)
 #   make train_cpu    the CPU trainer
 #   make bench        CPU throughput benchmark
