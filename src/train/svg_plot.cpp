@@ -32,9 +32,13 @@ RunCurves read_run_curves(const std::string& path, const std::string& label, con
   return r;
 }
 
-namespace {
+namespace svg {
 
-const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+const char* color(size_t i) {
+  static const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                        "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  return kColors[i % (sizeof kColors / sizeof kColors[0])];
+}
 
 std::string xml_escape(const std::string& s) {
   std::string o;
@@ -44,6 +48,7 @@ std::string xml_escape(const std::string& s) {
       case '<': o += "&lt;"; break;
       case '>': o += "&gt;"; break;
       case '"': o += "&quot;"; break;
+      case '\'': o += "&#39;"; break;
       default: o += c;
     }
   }
@@ -66,17 +71,6 @@ std::vector<double> nice_ticks(double lo, double hi, int n) {
   for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
   return t;
 }
-
-struct Panel {
-  double x0, y0, w, h;        // pixel box of the plotting area
-  double xlo, xhi, ylo, yhi;  // data range (x in log10 when logx)
-  bool logx;
-  double px(double x) const {
-    const double v = logx ? std::log10(x) : x;
-    return x0 + (v - xlo) / (xhi - xlo) * w;
-  }
-  double py(double y) const { return y0 + h - (y - ylo) / (yhi - ylo) * h; }
-};
 
 void axes(std::string& s, const Panel& p, const std::string& xlabel, const std::string& ylabel) {
   s += "<rect x='" + fmt("%.1f", p.x0) + "' y='" + fmt("%.1f", p.y0) + "' width='" + fmt("%.1f", p.w) + "' height='" +
@@ -109,6 +103,13 @@ void axes(std::string& s, const Panel& p, const std::string& xlabel, const std::
   s += "<text transform='translate(" + fmt("%.1f", p.x0 - 44) + "," + fmt("%.1f", p.y0 + p.h / 2) +
        ") rotate(-90)' text-anchor='middle'>" + xml_escape(ylabel) + "</text>\n";
 }
+
+}  // namespace svg
+
+namespace {
+using svg::fmt;
+using svg::Panel;
+using svg::xml_escape;
 
 void curves(std::string& s, const Panel& p, const std::vector<double>& x, const std::vector<double>& y,
             const std::vector<double>& vx, const std::vector<double>& vy, const char* color) {
@@ -159,11 +160,11 @@ std::string loss_plot_svg(const std::vector<RunCurves>& runs, const std::string&
   s += "<text x='" + fmt("%g", W / 2) + "' y='24' text-anchor='middle' font-size='15'>" + xml_escape(title) + "</text>\n";
   const std::string field = runs.empty() ? "loss" : runs[0].field;
   const std::string ylabel = field == "loss" ? "loss (nats/token)" : field;
-  axes(s, a, "training tokens", ylabel);
-  axes(s, b, "training FLOPs (log scale)", ylabel);
+  svg::axes(s, a, "training tokens", ylabel);
+  svg::axes(s, b, "training FLOPs (log scale)", ylabel);
   if (empty) s += "<text x='265' y='200' text-anchor='middle'>no data yet</text>\n";
   for (size_t i = 0; i < runs.size(); i++) {
-    const char* c = kColors[i % (sizeof kColors / sizeof kColors[0])];
+    const char* c = svg::color(i);
     curves(s, a, runs[i].tokens, runs[i].loss, runs[i].val_tokens, runs[i].val_loss, c);
     curves(s, b, runs[i].flops, runs[i].loss, runs[i].val_flops, runs[i].val_loss, c);
   }
@@ -176,7 +177,7 @@ std::string loss_plot_svg(const std::vector<RunCurves>& runs, const std::string&
   s += "<rect x='" + fmt("%.1f", lx) + "' y='" + fmt("%.1f", ly) + "' width='" + fmt("%.1f", lw) + "' height='" +
        fmt("%.1f", lh) + "' fill='white' fill-opacity='0.85' stroke='#999'/>\n";
   for (size_t i = 0; i < runs.size(); i++) {
-    const char* c = kColors[i % (sizeof kColors / sizeof kColors[0])];
+    const char* c = svg::color(i);
     const double y = ly + 16 + 18.0 * i;
     s += "<line x1='" + fmt("%.1f", lx + 8) + "' x2='" + fmt("%.1f", lx + 30) + "' y1='" + fmt("%.1f", y - 4) + "' y2='" +
          fmt("%.1f", y - 4) + "' stroke='" + c + "' stroke-width='2'/>\n";
