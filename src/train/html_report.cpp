@@ -495,7 +495,7 @@ std::string class_accuracy_section(const Results& r) {
 }
 
 // The passage broken into lines: a line ends before it would pass `width`
-// characters, or after a newline token once it is 60% full (short lines of
+// characters, or after a newline token once it is 85% full (short lines of
 // text waste the page). Returns [begin, end) token ranges.
 std::vector<std::pair<size_t, size_t>> passage_lines(const std::vector<std::string>& tokens, size_t width) {
   std::vector<std::pair<size_t, size_t>> lines;
@@ -505,7 +505,7 @@ std::vector<std::pair<size_t, size_t>> passage_lines(const std::vector<std::stri
     for (unsigned char c : tokens[i]) n += (c & 0xC0) != 0x80;
     if (chars > 0 && chars + n > width) lines.emplace_back(begin, i), begin = i, chars = 0;
     chars += std::max<size_t>(n, 1);
-    if (tokens[i].find('\n') != std::string::npos && chars * 5 >= width * 3)
+    if (tokens[i].find('\n') != std::string::npos && chars * 20 >= width * 17)
       lines.emplace_back(begin, i + 1), begin = i + 1, chars = 0;
   }
   if (begin < tokens.size()) lines.emplace_back(begin, tokens.size());
@@ -543,7 +543,7 @@ std::string passage_section(const Results& r) {
     s += "</div>\n";
   }
   s += "<div class='passage'>\n";
-  for (const auto& [b, e] : passage_lines(ps.tokens, 100)) {
+  for (const auto& [b, e] : passage_lines(ps.tokens, 130)) {
     s += "<div class='pline'>\n";
     if (classes) {
       s += "<div class='prow'><span class='plabel'>class</span><span class='ptoks'>";
@@ -587,6 +587,7 @@ td.best{font-weight:700}td.winner{font-weight:700}.sd{color:#777;font-size:12px}
 .sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px}
 .verdict{padding:1px 7px;border-radius:9px;font-size:12px;font-weight:600}.verdict.win{background:#d4f0d4;color:#14601a}.verdict.level{background:#eee;color:#555}
 .legend{margin:4px 0 8px;font-size:13px}.legend>span{margin-right:14px}
+.pair{display:flex;flex-wrap:wrap;gap:0 36px}.pair>section{flex:1 1 520px;min-width:0}
 .plots{display:flex;flex-wrap:wrap;gap:14px;align-items:flex-start}svg{background:#fff}
 .passage{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px;line-height:1.25}
 .pline{margin:0 0 9px;padding-bottom:6px;border-bottom:1px dashed #e6e6e6}.prow{display:flex;white-space:pre}
@@ -644,7 +645,8 @@ std::string render_html(const Results& r) {
   std::string h = "<!DOCTYPE html>\n<html lang='en'>\n<head>\n<meta charset='utf-8'>\n<title>" + esc(title) +
                   "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<h1>" + esc(title) + "</h1>\n";
   h += setup_section(r) + results_section(r) + claims_section(r) + compute_section(r) + passes_section(r) +
-       by_class_section(r) + by_nll_section(r) + class_accuracy_section(r) + passage_section(r);
+       "<div class='pair'>\n" + by_class_section(r) + by_nll_section(r) + "</div>\n" + class_accuracy_section(r) +
+       passage_section(r);
   return h + "</body>\n</html>\n";
 }
 

@@ -1,5 +1,6 @@
 // The study's results.json (written by `study`, read by `report`) as plain
-// structs. The schema is described in docs/formats.md ("results.json").
+// structs: schema 1, what `report` reads of it is listed in docs/workflow.md
+// ("The report page").
 // Every number may be null (NaN in the file) or absent: it reads as NaN and
 // the report shows a dash. Fields the reader does not know are ignored, so
 // the study may add fields without breaking the report.
