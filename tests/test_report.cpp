@@ -15,7 +15,7 @@
 #include "train/results_json.h"
 #include "workflow_util.h"
 
-using namespace ada;
+
 using namespace ada::report;
 using ada::test::expect_error;
 using ada::test::read_bytes;
@@ -78,7 +78,7 @@ const char* const kPlainStudy = R"({
   "passage": {"tokens": ["In", " the"], "classes": [], "methods": {"ponder": {"passes": [3, 3]}}}
 })";
 
-Results parse(const std::string& text) { return parse_results(parse_json(text, "results.json"), "results.json"); }
+Results parse(const std::string& text) { return parse_results(ada::parse_json(text, "results.json"), "results.json"); }
 
 size_t count(const std::string& s, const std::string& needle) {
   size_t n = 0;
@@ -95,7 +95,7 @@ TEST(ReportRead, ReadsEveryPart) {
   EXPECT_EQ(r.setup_value("extra_field"), "kept");
   ASSERT_EQ(r.classes, (std::vector<std::string>{"easy", "hard"}));
   ASSERT_EQ(r.methods.size(), 2u);
-  const report::Method& a = r.methods[0];
+  const Method& a = r.methods[0];
   EXPECT_EQ(a.label, "adaponder");
   EXPECT_DOUBLE_EQ(a.mean.val_loss, 2.1);
   EXPECT_DOUBLE_EQ(a.std.infer_flops, 1.4e4);
@@ -114,7 +114,7 @@ TEST(ReportRead, ReadsEveryPart) {
   ASSERT_EQ(a.knob.points.size(), 2u);
   EXPECT_DOUBLE_EQ(a.knob.points[1].infer_flops, 2.0e5);
   // A class the method lacks reads as NaN; a null mean too.
-  const report::Method& s = r.methods[1];
+  const Method& s = r.methods[1];
   EXPECT_TRUE(std::isnan(s.per_class[1].accuracy));
   EXPECT_TRUE(std::isnan(s.mean.infer_us));
   EXPECT_TRUE(s.knob.name.empty());
@@ -160,7 +160,7 @@ TEST(ReportRead, BadInputIsOneClearError) {
   expect_error([] { parse(R"({"schema": 1, "classes": ["c"], "methods": [], "passage": {"tokens": ["a"], "classes": [3]}})"); },
                {"passage.classes", "not the index"});
   expect_error([] { read_results("/nonexistent/results.json"); }, {"cannot read /nonexistent/results.json"});
-  expect_error([] { parse_json("{\"schema\": 1,", "results.json"); }, {"results.json"});
+  expect_error([] { ada::parse_json("{\"schema\": 1,", "results.json"); }, {"results.json"});
 }
 
 TEST(ReportHtml, HasEverySectionOnce) {

@@ -34,12 +34,6 @@ RunCurves read_run_curves(const std::string& path, const std::string& label, con
 
 namespace svg {
 
-const char* color(size_t i) {
-  static const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
-                                        "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-  return kColors[i % (sizeof kColors / sizeof kColors[0])];
-}
-
 std::string xml_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -107,7 +101,9 @@ void axes(std::string& s, const Panel& p, const std::string& xlabel, const std::
 }  // namespace svg
 
 namespace {
+using svg::axes;
 using svg::fmt;
+using svg::kColors;
 using svg::Panel;
 using svg::xml_escape;
 
@@ -160,11 +156,11 @@ std::string loss_plot_svg(const std::vector<RunCurves>& runs, const std::string&
   s += "<text x='" + fmt("%g", W / 2) + "' y='24' text-anchor='middle' font-size='15'>" + xml_escape(title) + "</text>\n";
   const std::string field = runs.empty() ? "loss" : runs[0].field;
   const std::string ylabel = field == "loss" ? "loss (nats/token)" : field;
-  svg::axes(s, a, "training tokens", ylabel);
-  svg::axes(s, b, "training FLOPs (log scale)", ylabel);
+  axes(s, a, "training tokens", ylabel);
+  axes(s, b, "training FLOPs (log scale)", ylabel);
   if (empty) s += "<text x='265' y='200' text-anchor='middle'>no data yet</text>\n";
   for (size_t i = 0; i < runs.size(); i++) {
-    const char* c = svg::color(i);
+    const char* c = kColors[i % (sizeof kColors / sizeof kColors[0])];
     curves(s, a, runs[i].tokens, runs[i].loss, runs[i].val_tokens, runs[i].val_loss, c);
     curves(s, b, runs[i].flops, runs[i].loss, runs[i].val_flops, runs[i].val_loss, c);
   }
@@ -177,7 +173,7 @@ std::string loss_plot_svg(const std::vector<RunCurves>& runs, const std::string&
   s += "<rect x='" + fmt("%.1f", lx) + "' y='" + fmt("%.1f", ly) + "' width='" + fmt("%.1f", lw) + "' height='" +
        fmt("%.1f", lh) + "' fill='white' fill-opacity='0.85' stroke='#999'/>\n";
   for (size_t i = 0; i < runs.size(); i++) {
-    const char* c = svg::color(i);
+    const char* c = kColors[i % (sizeof kColors / sizeof kColors[0])];
     const double y = ly + 16 + 18.0 * i;
     s += "<line x1='" + fmt("%.1f", lx + 8) + "' x2='" + fmt("%.1f", lx + 30) + "' y1='" + fmt("%.1f", y - 4) + "' y2='" +
          fmt("%.1f", y - 4) + "' stroke='" + c + "' stroke-width='2'/>\n";

@@ -36,8 +36,10 @@ void write_loss_plot(const std::vector<RunCurves>& runs, const std::string& titl
 // (train/html_report.h).
 namespace svg {
 
-// The i-th colour of the run palette (it repeats after 8).
-const char* color(size_t i);
+// The run palette; the i-th run gets color(i) (it repeats after 8).
+inline constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                          "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+inline const char* color(size_t i) { return kColors[i % (sizeof kColors / sizeof kColors[0])]; }
 // s with & < > " ' as XML entities.
 std::string xml_escape(const std::string& s);
 // printf of one number.
