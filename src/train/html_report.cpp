@@ -553,7 +553,8 @@ std::string passage_section(const Results& r) {
       s += "</span></div>\n";
     }
     for (const PassageRow& row : ps.rows) {
-      s += "<div class='prow'><span class='plabel'>" + esc(row.label) + "</span><span class='ptoks'>";
+      s += "<div class='prow'><span class='plabel' title='" + esc(row.label) + "'>" + esc(row.label) +
+           "</span><span class='ptoks'>";
       for (size_t t = b; t < e; t++) {
         const double p = row.passes[t];
         std::string tip = "passes " + num("%.2f", p) + ", NLL " + num("%.2f", row.nll[t]);
