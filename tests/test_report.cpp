@@ -290,27 +290,41 @@ TEST(ReportBrowser, RendersInHeadlessChromium) {
   if (chromium.empty()) GTEST_SKIP() << "chromium is not installed (Debian: apt-get install chromium); browser test skipped";
   const std::string dir = scratch_dir("report_browser");
   write_bytes(dir + "/report.html", render_html(parse(kStudy)));
+  write_bytes(dir + "/blank.html", "<!DOCTYPE html>\n<html><body></body></html>\n");
   const std::string flags = " --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir=" + dir + "/profile ";
   const std::string url = " file://" + dir + "/report.html";
-  auto r = ada::test::run_program("timeout 60 " + chromium + flags + "--screenshot=" + dir + "/shot.png --window-size=1280,2000" + url, dir);
-  ASSERT_EQ(r.status, 0) << r.err;
-  const ada::test::Image img = ada::test::decode_png(read_bytes(dir + "/shot.png"));
-  EXPECT_EQ(img.width, 1280u);
-  EXPECT_EQ(img.height, 2000u);
-  // Not blank: many colours (the method palette, the passes scale, text
-  // anti-aliasing) and a good share of pixels that are not white.
+  // The distinct colours of a screenshot of `page` and its share of pixels that are not white.
+  auto screenshot = [&](const std::string& page, std::set<uint32_t>* colours, double* inked) {
+    auto r = ada::test::run_program("timeout 60 " + chromium + flags + "--screenshot=" + dir + "/shot.png --window-size=1280,2000 file://" +
+                                        dir + "/" + page, dir);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const ada::test::Image img = ada::test::decode_png(read_bytes(dir + "/shot.png"));
+    EXPECT_EQ(img.width, 1280u);
+    EXPECT_EQ(img.height, 2000u);
+    size_t n = 0;
+    for (size_t i = 0; i < img.rgb.size(); i += 3) {
+      colours->insert(uint32_t(img.rgb[i]) << 16 | uint32_t(img.rgb[i + 1]) << 8 | img.rgb[i + 2]);
+      n += img.rgb[i] < 240 || img.rgb[i + 1] < 240 || img.rgb[i + 2] < 240;
+    }
+    *inked = double(n) / (double(img.width) * img.height);
+  };
+  // The control: an empty page is one colour, nothing inked.
   std::set<uint32_t> colours;
-  size_t inked = 0;
-  for (size_t i = 0; i < img.rgb.size(); i += 3) {
-    colours.insert(uint32_t(img.rgb[i]) << 16 | uint32_t(img.rgb[i + 1]) << 8 | img.rgb[i + 2]);
-    inked += img.rgb[i] < 240 || img.rgb[i + 1] < 240 || img.rgb[i + 2] < 240;
-  }
+  double inked = 0;
+  screenshot("blank.html", &colours, &inked);
+  EXPECT_LE(colours.size(), 2u);
+  EXPECT_LT(inked, 0.001);
+  // The report is not blank: many colours (the method palette, the passes
+  // scale, text anti-aliasing) and a good share of pixels that are not white.
+  colours.clear();
+  screenshot("report.html", &colours, &inked);
+  if (HasFatalFailure()) return;
   EXPECT_GT(colours.size(), 100u);
-  EXPECT_GT(double(inked) / (img.width * img.height), 0.03);
+  EXPECT_GT(inked, 0.03);
   // The method colours are drawn (the plots' points and the tables' swatches).
   for (const std::array<int, 3> c : {std::array<int, 3>{0x1f, 0x77, 0xb4}, std::array<int, 3>{0xd6, 0x27, 0x28}})
     EXPECT_TRUE(colours.count(uint32_t(c[0]) << 16 | uint32_t(c[1]) << 8 | uint32_t(c[2]))) << c[0];
-  r = ada::test::run_program("timeout 60 " + chromium + flags + "--dump-dom" + url, dir);
+  auto r = ada::test::run_program("timeout 60 " + chromium + flags + "--dump-dom" + url, dir);
   ASSERT_EQ(r.status, 0) << r.err;
   for (const std::string& id : section_ids()) EXPECT_NE(r.out.find("<section id=\"" + id + "\">"), std::string::npos) << id;
   EXPECT_NE(r.out.find("a&lt;b"), std::string::npos);  // the token stays text in the DOM
