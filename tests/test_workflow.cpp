@@ -289,7 +289,7 @@ TEST(Data, TokenIdsOutsideTheVocabularyAreRejected) {
     std::vector<int32_t> t(500, 3);
     t[123] = bad;
     Dataset d;
-    d.train = std::make_shared<VectorTokens>(t);  // vocabulary unknown: every id is checked
+    d.train = std::make_shared<VectorTokens>(t);
     d.val = std::make_shared<VectorTokens>(std::vector<int32_t>(100, 1));
     expect_error([&] { train(toy_options(dir + "/run", "standard", 5), d); },
                  {"token id " + std::to_string(bad) + " at position 123 is outside the vocabulary (size 23)"});

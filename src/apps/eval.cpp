@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
     std::string what;
     if (o.split == "all") {
       check(is_text_spec(o.data), "--split all needs a text file (for shards, use --split val or train)");
-      src = std::make_shared<VectorTokens>(tokenize_document(read_text_file(o.data), *tok), tok->vocab_size());
+      src = std::make_shared<VectorTokens>(tokenize_document(read_text_file(o.data), *tok), "the tokens of " + o.data);
       what = "all of " + o.data;
     } else {
       Dataset ds = open_dataset(o.data, tok.get(), o.val_fraction);
