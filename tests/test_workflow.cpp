@@ -548,7 +548,7 @@ TEST(Programs, WorkflowAndBadInput) {
       {eval + " --ckpt " + run + " --seq 65", "--seq 65 is longer than the model context 64"},
       {eval + " --ckpt " + run + " --batch 0", "--batch must be positive"},
       {eval + " --ckpt " + run + " --data " + dir + "/latin1.txt --split all", "is not valid UTF-8"},
-      {eval + " --ckpt " + run + " --data " + dir + "/bad_val_000000.bin", "token id 300 at position 0 is outside the vocabulary"},
+      {eval + " --ckpt " + run + " --data " + dir + "/bad_val_000000.bin", "token id 300 at position 0 of shard " + dir + "/bad_val_000000.bin is outside the vocabulary"},
       {gen + " --ckpt " + run + " --prompt \"$(printf 'ab\\377')\"", "the prompt is not valid UTF-8: byte 0xFF"},
       {gen + " --ckpt " + run + " --prompt hello --max-tokens 100", "is longer than the model context 64"},
       {gen + " --prompt hello", "--ckpt is required"},
