@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/common.h"
+#include "core/format.h"
 #include "core/json.h"
 #include "text/utf8.h"
 
@@ -97,7 +98,8 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_path, const std::string&
   std::unordered_set<uint64_t> seen;  // (left, right) pairs, to refuse repeats
   std::string left, right;
   size_t line_no = 0;
-  for (size_t i = 0; i < vdata.size();) {
+  const size_t bom = vdata.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;  // a UTF-8 byte order mark is skipped
+  for (size_t i = bom; i < vdata.size();) {
     size_t nl = vdata.find('\n', i);
     if (nl == std::string::npos) nl = vdata.size();
     std::string_view line = std::string_view(vdata).substr(i, nl - i);
@@ -106,8 +108,8 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_path, const std::string&
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line_no == 1) {
       check(line.substr(0, 8) == "#version", "GPT-2 vocab.bpe " + vocab_path +
-                                                 ": first line should be '#version: 0.2', found '" +
-                                                 std::string(line.substr(0, 40)) + "'");
+                                                 ": first line should be '#version: 0.2', found " +
+                                                 quote_untrusted(line, 40));
       continue;
     }
     if (line.empty()) continue;

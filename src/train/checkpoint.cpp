@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "train/atomic_file.h"
+#include "core/format.h"
 #include "core/json.h"
 
 namespace fs = std::filesystem;
@@ -98,10 +99,14 @@ std::string resolve_checkpoint(const std::string& path) {
     std::getline(f, name);
     while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.pop_back();
     check(!name.empty(), dir + "/latest is empty (it should name the newest checkpoint, e.g. ckpt_100)");
-    check(name.find('/') == std::string::npos, dir + "/latest names '" + name + "', which is not a checkpoint directory name");
+    // A directory name in this folder: no '/', no control byte (a NUL would cut the path short).
+    bool plain = true;
+    for (unsigned char c : name) plain &= c != '/' && c >= 0x20 && c != 0x7F;
+    plain &= name != "." && name != "..";
+    check(plain, dir + "/latest names " + quote_untrusted(name) + ", which is not a checkpoint directory name");
     const std::string ckpt = dir + "/" + name;
     check(file_exists(ckpt + "/model.safetensors"),
-          dir + "/latest names " + name + ", but " + ckpt + "/model.safetensors does not exist");
+          dir + "/latest names " + quote_untrusted(name) + ", but its model.safetensors does not exist");
     return ckpt;
   }
   check(file_exists(dir + "/model.safetensors"),
@@ -278,10 +283,22 @@ std::string write_checkpoint(const std::string& out, const ModelMeta& meta, cons
 
 // ---- reading -------------------------------------------------------------------
 
+// The reader refuses what the writer refuses (save_checkpoint): a NaN or
+// infinite value, which only a damaged file can hold.
+template <class V>
+static void check_finite(const std::vector<V>& x, const std::string& file, const std::string& tensor) {
+  for (size_t i = 0; i < x.size(); i++)
+    if (!std::isfinite(x[i]))
+      fail("checkpoint " + file + " has a non-finite value (" + (std::isnan(x[i]) ? "NaN" : "infinity") +
+           ") in tensor " + tensor + " at element " + std::to_string(i) +
+           "; the trainer never saves one, so the file is damaged");
+}
+
 std::vector<float> read_checkpoint_params(const SafetensorsFile& f, const ModelMeta& want, const ParamLayout& layout) {
   check_model_meta(read_model_meta(f), want, f.path());
   for (auto& t : f.tensors())
-    check(layout.has(t.name), "checkpoint " + f.path() + " has tensor " + t.name + ", which the model does not have");
+    check(layout.has(t.name), "checkpoint " + f.path() + " has tensor " + quote_untrusted(t.name) +
+                                  ", which the model does not have");
   std::vector<float> params(layout.total()), tmp;
   for (auto& p : layout.tensors()) {
     const TensorEntry* t = f.find(p.name);
@@ -292,6 +309,7 @@ std::vector<float> read_checkpoint_params(const SafetensorsFile& f, const ModelM
     check(t->dtype == Dtype::F32, "checkpoint " + f.path() + " has tensor " + p.name + " of dtype " +
                                       dtype_name(t->dtype) + " (expected F32)");
     f.read_floats(p.name, tmp);
+    check_finite(tmp, f.path(), p.name);
     std::copy(tmp.begin(), tmp.end(), params.begin() + p.offset);
   }
   return params;
@@ -316,6 +334,7 @@ ModelMeta read_backbone_params(const SafetensorsFile& f, const ModelConfig& cfg,
     check(t->dtype == Dtype::F32, "--init-from: checkpoint " + f.path() + " has tensor " + p.name + " of dtype " +
                                       dtype_name(t->dtype) + " (expected F32)");
     f.read_floats(p.name, tmp);
+    check_finite(tmp, f.path(), p.name);
     const ParamInfo& dst = layout.get(p.name);
     std::copy(tmp.begin(), tmp.end(), params.begin() + dst.offset);
   }
@@ -344,6 +363,8 @@ TrainState read_train_state(const std::string& ckpt_dir, size_t n_params, long l
   const std::vector<uint64_t> pshape = {n_params};
   f.read_floats("adamw.m", m, &pshape);
   f.read_floats("adamw.v", v, &pshape);
+  check_finite(m, f.path(), "adamw.m");
+  check_finite(v, f.path(), "adamw.v");
   auto real = [&](const std::string& name) {
     std::vector<double> x;
     f.read_floats(name, x, &one);

@@ -9,10 +9,18 @@
 
 namespace ada {
 
+// --config test is the model of the unit tests (vocabulary 23, context 64),
+// too small for the defaults (--seq 128, a 4096-token tokenizer).
+static const char* const kTestPresetHint =
+    "; --config test is the tests' model (vocabulary 23, context 64): train it with e.g. "
+    "--config test --seq 64 --vocab 256 --tokenizer bytes";
+
 void add_train_flags(Flags& f, TrainOptions& o) {
   f.section("model");
   f.add("--method", &o.method, "standard | looped | ponder | pause | adaponder | cyb | latent_cot | tah | ponderlm2");
-  f.add("--config", &o.config, "size preset: test | tiny | small | 70m");
+  f.add("--config", &o.config,
+        "size preset: tiny | small | 70m | test (the tests' model, V 23, context 64: give it e.g. --seq 64 --vocab 256 "
+        "--tokenizer bytes)");
   f.add("--vocab", &o.vocab, "override: vocabulary size V (0 = preset)");
   f.add("--dim", &o.dim, "override: model width D");
   f.add("--layers", &o.layers, "override: layers L");
@@ -94,7 +102,8 @@ void TrainOptions::validate() const {
   check(batch > 0, "--batch must be positive (got " + std::to_string(batch) + ")");
   check(seq > 0, "--seq must be positive (got " + std::to_string(seq) + ")");
   check(seq <= c.max_seq, "--seq " + std::to_string(seq) + " is longer than the model context " +
-                              std::to_string(c.max_seq) + " (raise --max-seq)");
+                              std::to_string(c.max_seq) + " (pass --seq " + std::to_string(c.max_seq) +
+                              " or less, or raise --max-seq)" + (config == "test" ? kTestPresetHint : ""));
   check(accum > 0, "--accum must be positive (got " + std::to_string(accum) + ")");
   check(lr > 0 && lr < 10, "--lr must be in (0, 10) (got " + std::to_string(lr) + ")");
   check(min_lr_frac >= 0 && min_lr_frac <= 1, "--min-lr-frac must be in [0, 1]");
