@@ -182,7 +182,7 @@ TEST(StudyProgram, SecondRunReusesFinishedRuns) {
   EXPECT_EQ(j.find("setup")->find("tokens_per_run")->number, 12 * 4 * 32);
   EXPECT_EQ(j.find("pairs")->items.at(0).find("b")->text, "standard");
   EXPECT_EQ(j.find("passage")->find("tokens")->items.size(), 256u);
-  EXPECT_EQ(j.find("methods")->items[1].find("knob")->find("points")->items.size(), 3u);
+  EXPECT_EQ(j.find("methods")->items[1].find("knob")->find("points")->items.size(), 4u);
   for (const char* f : {"results.md", "iso_infer_loss.svg", "iso_train_loss.svg", "knob_loss.svg"})
     EXPECT_TRUE(exists(dir + "/s/" + f)) << f;
   std::vector<std::string> ckpt_files;
@@ -215,7 +215,7 @@ TEST(StudyProgram, ResumesARunStoppedPartWay) {
   // The same run trained to step 8 of 12 by train_cpu, as if the study had been stopped there.
   const std::string part = dir + "/part/runs/standard_s1337";
   r = run_program(train + " --method standard --config test --vocab 256 --tokenizer bytes --batch 4 --seq 32 --warmup 4"
-                  " --eval-every 0 --eval-batches 2 --seed 1337 --save-every 4" + opts + " --out " + part, dir);
+                  " --eval-every 0 --eval-batches 2 --ponder-steps 2 --seed 1337 --save-every 4" + opts + " --out " + part, dir);
   ASSERT_EQ(r.status, 0) << r.err;
   std::filesystem::remove_all(part + "/ckpt_12");
   write_bytes(part + "/latest", "ckpt_8\n");

@@ -298,6 +298,9 @@ std::vector<std::string> write_study(const StudyResults& r, const std::string& d
     if (m.knob_name.empty()) continue;
     PlotSeries l{m.label + " (" + m.knob_name + ")", {}, {}, {}, {}, true}, a = l;
     for (auto& p : m.knob) {
+      char tag[32];
+      std::snprintf(tag, sizeof tag, "%g", p.value);
+      l.tags.push_back(tag), a.tags.push_back(tag);
       l.x.push_back(p.infer_flops), l.y.push_back(p.val_loss);
       a.x.push_back(p.infer_flops), a.y.push_back(p.accuracy);
     }

@@ -212,7 +212,7 @@ std::string xy_plot_svg(const std::vector<PlotSeries>& series, const std::string
   if (logx && xhi - xlo < 0.3) xlo -= 0.15, xhi += 0.15;
   if (yhi - ylo < 1e-9) ylo -= 0.05 * std::max(1.0, std::fabs(ylo)), yhi += 0.05 * std::max(1.0, std::fabs(yhi));
   const double xpad = 0.06 * (xhi - xlo), ypad = 0.08 * (yhi - ylo);
-  const Panel p{80, 50, 360, 320, xlo - xpad, xhi + xpad, ylo - ypad, yhi + ypad, logx};
+  const Panel p{95, 50, 350, 320, xlo - xpad, xhi + xpad, ylo - ypad, yhi + ypad, logx};
 
   std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='" + fmt("%g", W) + "' height='" + fmt("%g", H) +
                   "' viewBox='0 0 " + fmt("%g", W) + " " + fmt("%g", H) +
@@ -238,6 +238,9 @@ std::string xy_plot_svg(const std::vector<PlotSeries>& series, const std::string
         line(X - 4, p.py(r.y[i] + ey), X + 4, p.py(r.y[i] + ey), c);
       }
       s += "<circle cx='" + fmt("%.1f", X) + "' cy='" + fmt("%.1f", Y) + "' r='4' fill='" + c + "' stroke='white'/>\n";
+      if (i < r.tags.size())
+        s += "<text x='" + fmt("%.1f", X + 6) + "' y='" + fmt("%.1f", Y - 6) + "' font-size='10' fill='#444'>" +
+             xml_escape(r.tags[i]) + "</text>\n";
       pts += fmt("%.1f", X) + "," + fmt("%.1f", Y) + " ";
     }
     if (r.line && !pts.empty())
