@@ -68,8 +68,12 @@ TEST(StudyStats, PerClassAggregation) {
   long long total = 0;
   for (auto& b : bins) {
     total += b.tokens;
-    if (b.lo == 4) EXPECT_EQ(b.tokens, 1) << "NLL 4 falls in [4, 5)";
-    if (b.lo == 5) EXPECT_DOUBLE_EQ(b.passes, 1.0);
+    if (b.lo == 4) {
+      EXPECT_EQ(b.tokens, 1) << "NLL 4 falls in [4, 5)";
+    }
+    if (b.lo == 5) {
+      EXPECT_DOUBLE_EQ(b.passes, 1.0);  // the last bin is closed: NLL 5 with 1 pass
+    }
   }
   EXPECT_EQ(total, 5);
 }
@@ -201,6 +205,28 @@ TEST(StudyProgram, SecondRunReusesFinishedRuns) {
   for (size_t i = 0; i < ckpt_files.size(); i++) EXPECT_EQ(read_bytes(ckpt_files[i]), before[i]) << ckpt_files[i];
   const std::set<std::string> timing = {"infer_us", "date"};
   EXPECT_EQ(without(parse_json(read_bytes(dir + "/s/results.json"), "second"), timing), without(j, timing));
+}
+
+// Bad flags: one line naming the problem, before any training.
+TEST(StudyProgram, RejectsBadFlags) {
+  const std::string study = program("study");
+  if (study.empty()) GTEST_SKIP() << "set ADA_BIN_DIR to the folder of the built programs to run them";
+  const std::string dir = scratch_dir("study_errors"), text = small_text(dir);
+  const std::string base = study + " --quick --data " + text + " --val-fraction 0.1 --out " + dir + "/s";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {" --pairs nope/standard", "--pairs names the method 'nope', which is not among the studied labels"},
+      {" --pairs standard", "--pairs: 'standard' needs the form a/b"},
+      {" --knob adaponder", "--knob 'adaponder' needs the form LABEL:flag=v1/v2/v3"},
+      {" --knob adaponder:tau=x", "--knob adaponder: value 'x' is not a number"},
+      {" --knob ponder:tau=1", "--knob names the method 'ponder'"},
+      {" --seeds 13x", "--seeds: '13x' is not an integer"},
+      {" --methods standard,standard", "--methods lists 'standard' twice"},
+  };
+  for (auto& c : cases) {
+    SCOPED_TRACE(c.first);
+    expect_program_error(run_program(base + c.first, dir), c.second);
+  }
+  EXPECT_FALSE(exists(dir + "/s/runs/standard_s1337")) << "nothing trained";
 }
 
 // A run stopped part way (its latest checkpoint before --steps) is resumed,

@@ -16,6 +16,7 @@
 // train/study_results.h and docs/workflow.md.
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -46,6 +47,11 @@ std::vector<Knob> parse_knobs(const std::string& s) {
           "--knob '" + item + "' needs the form LABEL:flag=v1/v2/v3");
     Knob k{item.substr(0, colon), item.substr(colon + 1, eq - colon - 1), split_list(item.substr(eq + 1), '/')};
     check(!k.flag.empty() && !k.values.empty(), "--knob '" + item + "' needs the form LABEL:flag=v1/v2/v3");
+    for (const std::string& v : k.values) {
+      char* end = nullptr;
+      std::strtod(v.c_str(), &end);
+      check(end != v.c_str() && *end == 0, "--knob " + k.label + ": value '" + v + "' is not a number");
+    }
     out.push_back(k);
   }
   return out;
@@ -189,13 +195,34 @@ int main(int argc, char** argv) {
     su.tokens_per_run = (double)base.steps * base.accum * base.batch * base.seq;
     su.seeds = seeds;
 
+    // Labels, pairs (a/b; default every method against the first) and knobs, checked before any training.
+    std::vector<std::string> labels;
+    for (const std::string& spec : specs) {
+      for (auto& l : labels) check(l != spec_label(spec), "--methods lists '" + spec + "' twice");
+      labels.push_back(spec_label(spec));
+    }
+    auto known = [&](const std::string& label, const std::string& flag) {
+      check(std::find(labels.begin(), labels.end(), label) != labels.end(),
+            flag + " names the method '" + label + "', which is not among the studied labels");
+    };
+    if (pairs_flag.empty()) {
+      for (size_t i = 1; i < labels.size(); i++) res.pairs.push_back({labels[i], labels[0]});
+    } else {
+      for (const std::string& p : split_list(pairs_flag, ',')) {
+        const size_t slash = p.find('/');
+        check(slash != std::string::npos && slash > 0 && slash + 1 < p.size(), "--pairs: '" + p + "' needs the form a/b");
+        res.pairs.push_back({p.substr(0, slash), p.substr(slash + 1)});
+        known(res.pairs.back().first, "--pairs"), known(res.pairs.back().second, "--pairs");
+      }
+    }
+    for (const Knob& k : knobs) known(k.label, "--knob");
+
     std::vector<TrainOptions> method_opts;  // per method, first seed's (for the knobs)
     std::map<long long, double> learned_passes;     // per seed: the last learned adaponder's, for policy-passes=auto
     std::map<long long, std::string> learned_hist;  // and its exit histogram, for policy-hist=auto
     for (const std::string& spec : specs) {
       StudyMethod m;
       m.spec = spec, m.label = spec_label(spec);
-      for (auto& other : res.methods) check(other.label != m.label, "--methods lists '" + spec + "' twice");
       for (long long seed : seeds) {
         TrainOptions o = options_for_spec(base, spec, learned_passes[seed], learned_hist[seed]);
         o.seed = seed;
@@ -221,7 +248,7 @@ int main(int argc, char** argv) {
         if (prog.step < o.steps) prune_checkpoints(o.out, done.ckpt);
         StudyRun run;
         run.seed = seed, run.dir = o.out;
-        run.train_flops = st.flops, run.train_seconds = st.seconds;
+        run.train_flops = st.flops, run.train_seconds = st.seconds, run.train_tokens = st.tokens;
         const EvalReport e = evaluate_model(tr.model(), tr.method(), *data.val, tok.get(), o.batch, o.seq, 0);
         fill_from_eval(run, e);
         if (res.methods.empty() && m.runs.empty()) res.classes = e.class_names;
@@ -244,14 +271,11 @@ int main(int argc, char** argv) {
     for (const Knob& k : knobs) {
       size_t mi = 0;
       while (mi < res.methods.size() && res.methods[mi].label != k.label) mi++;
-      check(mi < res.methods.size(), "--knob names the method '" + k.label + "', which is not among the studied labels");
       StudyMethod& m = res.methods[mi];
       const TrainOptions& o = method_opts[mi];
       m.knob_name = k.flag;
       for (const std::string& v : k.values) {
-        char* end = nullptr;
-        const double x = std::strtod(v.c_str(), &end);
-        check(end != v.c_str() && *end == 0, "--knob " + k.label + ": value '" + v + "' is not a number");
+        const double x = std::strtod(v.c_str(), nullptr);  // a number: parse_knobs checked it
         Bk be;
         auto ck = load_checkpoint_model(be, m.runs[0].dir, k.flag + "=" + v);
         const EvalReport e = evaluate_model(*ck.model, *ck.method, *data.val, tok.get(), o.batch, o.seq, 0);
@@ -263,17 +287,7 @@ int main(int argc, char** argv) {
       }
     }
 
-    // Pairs: a/b by label, default every method against the first.
-    if (pairs_flag.empty()) {
-      for (size_t i = 1; i < res.methods.size(); i++) res.pairs.push_back({res.methods[i].label, res.methods[0].label});
-    } else {
-      for (const std::string& p : split_list(pairs_flag, ',')) {
-        const size_t slash = p.find('/');
-        check(slash != std::string::npos && slash > 0 && slash + 1 < p.size(), "--pairs: '" + p + "' needs the form a/b");
-        res.pairs.push_back({p.substr(0, slash), p.substr(slash + 1)});
-      }
-    }
-    for (auto& p : res.pairs) study_pair(study_method(res, p.first), study_method(res, p.second));  // checked before writing
+    for (auto& p : res.pairs) study_pair(study_method(res, p.first), study_method(res, p.second));  // same tokens and seeds
 
     // The passage: consecutive evaluated tokens from --passage-at, first seed of each method.
     const StudyRun& r0 = res.methods[0].runs[0];

@@ -125,7 +125,8 @@ std::string study_json(const StudyResults& r) {
       const StudyRun& run = m.runs[ri];
       j += std::string(ri ? ",\n  " : "\n  ") + "{\"seed\": " + std::to_string(run.seed) + ", \"dir\": " + q(run.dir);
       for (const char* k : kMetrics) j += ", \"" + std::string(k) + "\": " + num(metric(run, k));
-      j += ", \"train_seconds\": " + num(run.train_seconds) + ", \"pass_hist\": {";
+      j += ", \"train_seconds\": " + num(run.train_seconds) + ", \"train_tokens\": " + num(run.train_tokens) +
+           ", \"pass_hist\": {";
       bool first = true;
       for (auto& kv : run.pass_hist) {
         j += (first ? "" : ", ") + q(std::to_string(kv.first)) + ": " + std::to_string(kv.second);
@@ -281,7 +282,7 @@ std::vector<std::string> write_study(const StudyResults& r, const std::string& d
     std::vector<PlotSeries> s;
     for (auto& m : r.methods) {
       const MeanStd mx = over_seeds(m, x), my = over_seeds(m, y);
-      s.push_back({m.label, {mx.mean}, {my.mean}, {mx.std}, {my.std}, false});
+      s.push_back({m.label, {mx.mean}, {my.mean}, {mx.std}, {my.std}, false, {}});
     }
     write_file_atomic(dir + "/" + name, xy_plot_svg(s, ylabel + " against " + xlabel, xlabel + " (log scale)", ylabel, true));
     files.push_back(name);
@@ -296,7 +297,7 @@ std::vector<std::string> write_study(const StudyResults& r, const std::string& d
   std::vector<PlotSeries> kl, ka;
   for (auto& m : r.methods) {
     if (m.knob_name.empty()) continue;
-    PlotSeries l{m.label + " (" + m.knob_name + ")", {}, {}, {}, {}, true}, a = l;
+    PlotSeries l{m.label + " (" + m.knob_name + ")", {}, {}, {}, {}, true, {}}, a = l;
     for (auto& p : m.knob) {
       char tag[32];
       std::snprintf(tag, sizeof tag, "%g", p.value);

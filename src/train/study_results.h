@@ -19,7 +19,7 @@ struct StudyRun {
   long long seed = 0;
   std::string dir;
   double val_loss = NAN, accuracy = NAN, passes = NAN, train_flops = NAN, infer_flops = NAN, infer_other = NAN,
-         infer_us = NAN, train_seconds = NAN;
+         infer_us = NAN, train_seconds = NAN, train_tokens = NAN;
   std::map<long long, long long> pass_hist;  // passes (rounded) -> tokens
   // per evaluated token, in evaluation order (EvalReport's vectors)
   std::vector<double> nll, tok_passes;
