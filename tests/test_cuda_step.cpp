@@ -112,6 +112,7 @@ struct StepResult {
   std::vector<float> grads, params;
   std::vector<std::pair<std::string, double>> halting;
   std::vector<ada::ParamInfo> tensors;  // the parameter layout
+  std::vector<int> argmax;               // per_token_argmax of the forward
 };
 
 // One optimizer step of `v` on backend `be`. Parameters: random, larger than
@@ -143,6 +144,7 @@ StepResult run_step(Bk& be, const std::string& name, const ada::MethodOptions& o
   method->forward(*model, b, true);
   method->backward(*model, 1.0);
   const ada::StepStats st = method->stats(*model);
+  method->per_token_argmax(*model, res.argmax);
   res.loss = st.loss, res.ce = st.ce, res.halting = st.halting;
   const size_t n = model->num_params();
   res.grads.resize(n);
@@ -180,6 +182,9 @@ void compare_step(const Variant& v, GemmPrecision p, const Tolerances& tol) {
     std::printf("  %-34s loss cpu %.6f cuda %.6f  rel err %.2e\n", tag.c_str(), want.loss, got.loss, loss_err);
   EXPECT_LE(loss_err, tol.loss) << tag << ": loss " << got.loss << " vs " << want.loss;
   EXPECT_NEAR(got.ce, want.ce, tol.loss * std::abs(want.ce)) << tag;
+  if (!bf16) {
+    EXPECT_EQ(got.argmax, want.argmax) << tag << ": per_token_argmax";
+  }
   ASSERT_EQ(got.halting.size(), want.halting.size());
   for (size_t i = 0; i < got.halting.size(); i++)
     EXPECT_NEAR(got.halting[i].second, want.halting[i].second, 1e-3 * (1 + std::abs(want.halting[i].second)))

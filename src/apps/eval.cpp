@@ -1,4 +1,4 @@
-// eval: loss, perplexity and bits per byte of a checkpoint on a dataset, with
+// eval: loss, perplexity, accuracy and bits per byte of a checkpoint on a dataset, with
 // the method's forward FLOPs per token, its other (non-matmul) ops per token,
 // its forward speed and its halting statistics.
 //   ./eval --ckpt runs/standard-tiny                        # its validation split, as the trainer measured it
@@ -52,30 +52,37 @@ bool is_text_spec(const std::string& spec) {
   return !std::filesystem::is_directory(spec, ec) && spec.find_first_of("*?[") == std::string::npos && !bin;
 }
 
-// --per-token file: one line per evaluated token, "nll,passes", in evaluation
-// order (the same for every checkpoint evaluated with the same data, split,
-// --seq, --batch and --batches).
+// --per-token file: one line per evaluated token, "nll,passes,correct,
+// position,cls" (correct: 1 when the argmax is the target; position: the
+// target's index in the evaluated split; cls: its difficulty class id, -1
+// when the data has none), in evaluation order (the same for every
+// checkpoint evaluated with the same data, split, --seq, --batch and
+// --batches).
 void write_per_token(const std::string& path, const EvalReport& r) {
-  std::string s = "nll,passes\n";
-  char buf[64];
+  std::string s = "nll,passes,correct,position,cls\n";
+  char buf[96];
   for (size_t i = 0; i < r.nll.size(); i++) {
-    std::snprintf(buf, sizeof buf, "%.9g,%.6g\n", r.nll[i], r.passes[i]);
+    std::snprintf(buf, sizeof buf, "%.9g,%.6g,%d,%zu,%d\n", r.nll[i], r.passes[i], (int)r.correct[i], r.position[i],
+                  r.cls.empty() ? -1 : r.cls[i]);
     s += buf;
   }
   write_file_atomic(path, s);
 }
 
+// The NLL column of a --per-token file: the current format or the older
+// two-column "nll,passes".
 std::vector<double> read_per_token_nll(const std::string& path, size_t expect) {
   std::ifstream f(path);
   check(f.good(), "--paired: cannot read " + path);
   std::string line;
-  check(std::getline(f, line) && line == "nll,passes", "--paired: " + path + " is not a per-token file of eval --per-token");
+  check(std::getline(f, line) && (line == "nll,passes,correct,position,cls" || line == "nll,passes"),
+        "--paired: " + path + " is not a per-token file of eval --per-token");
   std::vector<double> v;
   while (std::getline(f, line)) {
     char* end = nullptr;
     const double x = std::strtod(line.c_str(), &end);
     check(end != line.c_str() && *end == ',' && std::isfinite(x),
-          "--paired: " + path + " line " + std::to_string(v.size() + 2) + " is not 'nll,passes'");
+          "--paired: " + path + " line " + std::to_string(v.size() + 2) + " does not start with a finite NLL and a comma");
     v.push_back(x);
   }
   check(v.size() == expect, "--paired: " + path + " has " + std::to_string(v.size()) + " tokens but this evaluation has " +
@@ -128,7 +135,8 @@ int main(int argc, char** argv) {
     flags.add("--method-overrides", &o.overrides,
               "change the method's behaviour, not its parameters, e.g. tau=1e-3,compaction=0 (method flags without --)");
     flags.add("--threads", &o.threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)");
-    flags.add("--per-token", &o.per_token, "write every evaluated token's NLL and passes to this CSV file");
+    flags.add("--per-token", &o.per_token,
+              "write every evaluated token's NLL, passes, correctness, position and class to this CSV file");
     flags.add("--paired", &o.paired,
               "a --per-token file of another run on the same tokens: report the per-token NLL difference (this - that) "
               "with its standard error, overall and by the passes this run used");
@@ -193,6 +201,7 @@ int main(int argc, char** argv) {
                               : ("every token once, windows of " + std::to_string(o.seq)).c_str());
     std::printf("loss        %.4f nats/token\n", r.loss());
     std::printf("perplexity  %.3f\n", r.perplexity());
+    std::printf("accuracy    %.4f (argmax = target)\n", r.accuracy());
     std::printf("bits/byte   %.4f (%.0f bytes of text)\n", r.bits_per_byte(), r.bytes);
     std::printf("FLOPs/token %s forward (%.2fx a standard forward at seq %d)\n", format_count(r.flops_per_token()).c_str(),
                 r.flops_per_token() / plain, o.seq);
@@ -210,6 +219,14 @@ int main(int argc, char** argv) {
       std::printf("\ncorr(passes, NLL)  n/a (every token used the same number of passes)\n");
     else
       std::printf("\ncorr(passes, NLL)  %.4f (Pearson, over tokens)\n", corr);
+
+    const std::vector<EvalReport::ClassSummary> classes = r.per_class();
+    if (!classes.empty()) {
+      std::printf("per class   %-10s %9s %9s %9s %9s\n", "class", "tokens", "accuracy", "NLL", "passes");
+      for (auto& c : classes)
+        std::printf("            %-10s %9.0f %9.4f %9.4f %9.4f\n", c.name.c_str(), c.tokens, c.accuracy(), c.nll(),
+                    c.passes());
+    }
 
     if (!o.per_token.empty()) {
       write_per_token(o.per_token, r);
@@ -236,6 +253,7 @@ int main(int argc, char** argv) {
                       ", \"method\": " + json_quote(ck.method->name()) + ", \"data\": " + json_quote(o.data) +
                       ", \"split\": " + json_quote(o.split) + ", \"tokens\": " + num(r.tokens) +
                       ", \"loss\": " + num(r.loss()) + ", \"perplexity\": " + num(r.perplexity()) +
+                      ", \"accuracy\": " + num(r.accuracy()) +
                       ", \"bits_per_byte\": " + num(r.bits_per_byte()) + ", \"bytes\": " + num(r.bytes) +
                       ", \"fwd_flops_per_token\": " + num(r.flops_per_token()) +
                       ", \"fwd_other_ops_per_token\": " + num(r.other_per_token()) +
@@ -249,7 +267,18 @@ int main(int argc, char** argv) {
         j += (first ? "" : ", ") + json_quote(std::to_string(kv.first)) + ": " + std::to_string(kv.second);
         first = false;
       }
-      j += "}, \"passes_nll_correlation\": " + num(corr) + "}\n";
+      j += "}, \"passes_nll_correlation\": " + num(corr);
+      if (!classes.empty()) {
+        j += ", \"classes\": [";
+        for (size_t c = 0; c < classes.size(); c++) j += (c ? ", " : "") + json_quote(classes[c].name);
+        j += "], \"per_class\": {";
+        for (size_t c = 0; c < classes.size(); c++)
+          j += (c ? ", " : "") + json_quote(classes[c].name) + ": {\"tokens\": " + num(classes[c].tokens) +
+               ", \"accuracy\": " + num(classes[c].accuracy()) + ", \"nll\": " + num(classes[c].nll()) +
+               ", \"passes\": " + num(classes[c].passes()) + "}";
+        j += "}";
+      }
+      j += "}\n";
       write_file_atomic(o.json, j);
     }
     return 0;

@@ -41,6 +41,7 @@
 
 #include "core/hd_math.h"
 #include "methods/method.h"
+#include "methods/next_token_loss.h"
 #include "methods/soft_embedding.h"
 
 namespace ada {
@@ -383,6 +384,17 @@ class AdaPonderMethod : public Method<Bk> {
       for (size_t r = 0; r < P.rows.size(); r++)
         if (last_pass_[P.rows[r]] == i + 1)
           std::copy(p.begin() + r * V, p.begin() + (r + 1) * V, probs.begin() + (size_t)P.rows[r] * V);
+    }
+  }
+  // The argmax of the pass each token ended in.
+  void per_token_argmax(Model<Bk>& m, std::vector<int>& argmax) override {
+    argmax.assign(N_, 0);
+    for (int i = 0; i <= o_.K; i++) {
+      Pass& P = passes_[i];
+      std::vector<int> a;
+      argmax_to_host(m, P.ro.logits, (int)P.rows.size(), a);
+      for (size_t r = 0; r < P.rows.size(); r++)
+        if (last_pass_[P.rows[r]] == i + 1) argmax[P.rows[r]] = a[r];
     }
   }
 

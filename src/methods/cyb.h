@@ -313,6 +313,15 @@ class CybMethod : public Method<Bk> {
       std::copy(all.begin() + r * V, all.begin() + (r + 1) * V, probs.begin() + (size_t)t * V);
     }
   }
+  // The argmax of o_V at the greedy answering step.
+  void per_token_argmax(Model<Bk>& m, std::vector<int>& argmax) override {
+    std::vector<double> sp(n_);
+    std::vector<int> all;
+    m.be.to_host(sp.data(), steps_, n_);
+    argmax_to_host(m, ro_.logits, rows_, all);
+    argmax.resize(n_);
+    for (int t = 0; t < n_; t++) argmax[t] = all[(size_t)t * W_ + (size_t)sp[t] - 1];
+  }
 
   std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) override;
 

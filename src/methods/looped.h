@@ -53,6 +53,7 @@ class LoopedMethod : public Method<Bk> {
   void probabilities(Model<Bk>& m, std::vector<double>& probs) override {
     probabilities_to_host(m, ro_.logits, n_, probs);
   }
+  void per_token_argmax(Model<Bk>& m, std::vector<int>& argmax) override { loss_.argmax(m, argmax); }
   std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) override;
 
  private:

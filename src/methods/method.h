@@ -130,6 +130,20 @@ class Method {
   // The next-token distribution of every position of the last forward
   // (host, B*T x V probabilities): the reference the decoder must match.
   virtual void probabilities(Model<Bk>& m, std::vector<double>& probs) = 0;
+  // Per position of the last forward (host, B*T): the most probable next
+  // token of the distribution whose -log q(y) per_token reports (the lowest
+  // id on ties), for accuracy (argmax == target). By default from
+  // probabilities(); methods whose distribution is one softmax of logits
+  // take the argmax of the logits instead (no B*T x V copy to the host).
+  virtual void per_token_argmax(Model<Bk>& m, std::vector<int>& argmax) {
+    std::vector<double> p;
+    probabilities(m, p);
+    const size_t V = (size_t)m.cfg.vocab, n = p.size() / V;
+    argmax.assign(n, 0);
+    for (size_t t = 0; t < n; t++)
+      for (size_t v = 1; v < V; v++)
+        if (p[t * V + v] > p[t * V + argmax[t]]) argmax[t] = (int)v;
+  }
 
   virtual std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) = 0;
 };

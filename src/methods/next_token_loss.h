@@ -12,6 +12,19 @@
 
 namespace ada {
 
+// The column of the largest logit of each row (the argmax of its softmax;
+// the lowest column on ties), copied to the host: a top-1 selection on the
+// backend, so only n ids travel.
+template <class Bk>
+void argmax_to_host(Model<Bk>& m, const typename Bk::Real* logits, int n, std::vector<int>& out) {
+  out.assign(n, 0);
+  if (n == 0) return;
+  auto* val = m.alloc(n);
+  int* idx = m.arena.template alloc<int>(n);
+  m.be.topk_values_forward(val, idx, logits, n, m.cfg.vocab, 1);
+  m.be.to_host(out.data(), idx, n);
+}
+
 template <class Bk>
 struct NextTokenLoss {
   using T = typename Bk::Real;
@@ -64,6 +77,9 @@ struct NextTokenLoss {
     s.halting = {{"passes", passes}};
     return s;
   }
+
+  // The argmax of every row's distribution (host, n).
+  void argmax(Model<Bk>& m, std::vector<int>& out) const { argmax_to_host(m, logits, n, out); }
 
   void per_token(Model<Bk>& m, std::vector<double>& nll) const {
     std::vector<double> lp(n);

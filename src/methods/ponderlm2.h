@@ -181,6 +181,7 @@ class PonderLM2Method : public Method<Bk> {
   void probabilities(Model<Bk>& m, std::vector<double>& probs) override {
     probabilities_to_host(m, ro_.logits, N_, probs);
   }
+  void per_token_argmax(Model<Bk>& m, std::vector<int>& argmax) override { loss_.argmax(m, argmax); }
   std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) override;
 
   // The passes of the last forward (K growing + n_J Jacobi + 1 final), for tests.

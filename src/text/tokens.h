@@ -14,6 +14,22 @@
 
 namespace ada {
 
+// The difficulty class of every token of a source (a synthetic task's class
+// side file: docs/formats.md, docs/tasks.md): ids[i] is the class of token i,
+// an index into names.
+struct TokenClasses {
+  std::vector<std::string> names;
+  std::vector<uint8_t> ids;
+
+  // Throws ada::Error unless there are n ids, each naming a class.
+  void validate(size_t n, const std::string& what) const {
+    check(ids.size() == n, what + ": " + std::to_string(ids.size()) + " class ids for " + std::to_string(n) + " tokens");
+    for (size_t i = 0; i < ids.size(); i++)
+      check(ids[i] < names.size(), what + ": token " + std::to_string(i) + " has class " + std::to_string(ids[i]) +
+                                       " but there are " + std::to_string(names.size()) + " classes");
+  }
+};
+
 class TokenSource {
  public:
   virtual ~TokenSource() = default;
@@ -26,6 +42,8 @@ class TokenSource {
   // Where token `pos` is, for messages: "position 12", or "position 12 of
   // shard data/x_train_000000.bin" when the source knows its file.
   virtual std::string locate(size_t pos) const { return "position " + std::to_string(pos); }
+  // The difficulty class of every token, or null when the data has none.
+  virtual const TokenClasses* classes() const { return nullptr; }
 
   // check_vocab's record of its own full scan of this object: every id was
   // found in [0, scanned_below) (0: not scanned yet). It lets a second check
@@ -56,11 +74,18 @@ class VectorTokens : public TokenSource {
   std::string locate(size_t pos) const override {
     return "position " + std::to_string(pos) + (name_.empty() ? "" : " of " + name_);
   }
+  const TokenClasses* classes() const override { return classes_.names.empty() ? nullptr : &classes_; }
   const std::vector<int32_t>& tokens() const { return toks_; }
+  // Gives every token a class (one id per token).
+  void set_classes(TokenClasses c) {
+    c.validate(toks_.size(), "token classes");
+    classes_ = std::move(c);
+  }
 
  private:
   std::vector<int32_t> toks_;
   std::string name_;
+  TokenClasses classes_;
 };
 
 }  // namespace ada

@@ -40,20 +40,25 @@ class Batcher {
   Rng rng_;
 };
 
-// Batch `index` of `count` fixed evaluation batches: windows evenly spaced
-// over the whole source (overlapping only when the source is short).
+// Where window i of batch `index` of `count` fixed evaluation batches starts:
+// B * count windows evenly spaced over the whole source (overlapping only
+// when the source is short).
+inline size_t eval_window_start(const TokenSource& src, int B, int T, int index, int count, int i) {
+  const size_t span = src.size() - T - 1;
+  const size_t windows = (size_t)B * count;
+  const size_t k = (size_t)index * B + i;
+  return windows > 1 ? (size_t)((double)span * k / (double)(windows - 1)) : 0;
+}
+
+// Batch `index` of `count` fixed evaluation batches (windows as above).
 inline Batch eval_batch(const TokenSource& src, int B, int T, int index, int count) {
   check(src.size() > (size_t)T + 1, "the validation data has " + std::to_string(src.size()) +
                                         " tokens, fewer than one sequence of --seq " + std::to_string(T) + " + 1");
   Batch b;
   b.B = B, b.T = T;
-  const size_t span = src.size() - T - 1;
-  const size_t windows = (size_t)B * count;
   std::vector<int32_t> w(T + 1);
   for (int i = 0; i < B; i++) {
-    const size_t k = (size_t)index * B + i;
-    const size_t off = windows > 1 ? (size_t)((double)span * k / (double)(windows - 1)) : 0;
-    src.read(off, T + 1, w.data());
+    src.read(eval_window_start(src, B, T, index, count, i), T + 1, w.data());
     b.inputs.insert(b.inputs.end(), w.begin(), w.end() - 1);
     b.targets.insert(b.targets.end(), w.begin() + 1, w.end());
   }

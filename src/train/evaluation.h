@@ -8,6 +8,11 @@
 //               except for PonderLM-2, whose figure is its sequential decode),
 //               and beside them its other ops per position (softmaxes, norms,
 //               ...: model/flop_count.h)
+//   accuracy    the fraction of evaluated positions whose target is the
+//               argmax of the method's output distribution (per_token_argmax)
+//   per class   when the data has difficulty classes (a synthetic task's
+//               class side file): tokens, accuracy, NLL and mean passes of
+//               the positions of each class
 //   halting     the method's statistics (StepStats::halting, token-weighted),
 //               the passes each token used (mean and histogram) and the
 //               Pearson correlation between a token's passes and its NLL: an
@@ -34,13 +39,46 @@ struct EvalReport {
   double tokens = 0, nll_sum = 0, bytes = 0, fwd_flops = 0, fwd_other_flops = 0;
   double forward_seconds = 0;  // wall time of the method's forward and statistics (inference speed)
   std::vector<std::pair<std::string, double>> halting;  // token-weighted means of StepStats::halting
-  std::vector<double> passes, nll;                      // per evaluated token
+  // Per evaluated token, in evaluation order:
+  std::vector<double> passes, nll;
+  std::vector<uint8_t> correct;             // 1 when the argmax of the output distribution is the target
+  std::vector<size_t> position;             // index of the target token in the evaluated TokenSource
+  std::vector<int> cls;                     // difficulty class of the target; empty when the data has none
+  std::vector<std::string> class_names;     // names of the class ids; empty when the data has none
+
+  // The positions of one difficulty class.
+  struct ClassSummary {
+    std::string name;
+    double tokens = 0, correct = 0, nll_sum = 0, passes_sum = 0;
+    double accuracy() const { return tokens > 0 ? correct / tokens : NAN; }
+    double nll() const { return tokens > 0 ? nll_sum / tokens : NAN; }
+    double passes() const { return tokens > 0 ? passes_sum / tokens : NAN; }
+  };
 
   double loss() const { return nll_sum / tokens; }
   double perplexity() const { return std::exp(loss()); }
   double bits_per_byte() const { return bytes > 0 ? nll_sum / std::log(2.0) / bytes : NAN; }
   double flops_per_token() const { return fwd_flops / tokens; }
   double other_per_token() const { return fwd_other_flops / tokens; }
+  double accuracy() const {
+    double c = 0;
+    for (uint8_t x : correct) c += x;
+    return correct.empty() ? NAN : c / correct.size();
+  }
+  // One summary per class name, in class-id order (classes without tokens
+  // included, with 0 tokens); empty when the data has no classes.
+  std::vector<ClassSummary> per_class() const {
+    std::vector<ClassSummary> out(class_names.size());
+    for (size_t c = 0; c < out.size(); c++) out[c].name = class_names[c];
+    for (size_t i = 0; i < cls.size(); i++) {
+      ClassSummary& s = out.at(cls[i]);
+      s.tokens += 1;
+      s.correct += correct[i];
+      s.nll_sum += nll[i];
+      s.passes_sum += passes[i];
+    }
+    return out;
+  }
   double mean_passes() const {
     double s = 0;
     for (double p : passes) s += p;
@@ -104,19 +142,26 @@ EvalReport evaluate_model(Model<Bk>& model, Method<Bk>& method, const TokenSourc
       token_bytes[i] = (int32_t)i == tok->eot_id() ? 0.0 : (double)tok->decode_token((int32_t)i).size();
   }
   EvalReport r;
+  const TokenClasses* classes = src.classes();
+  if (classes) r.class_names = classes->names;
   std::vector<std::pair<std::string, double>> halting_sum;
   std::vector<double> nll, passes;
+  std::vector<int> argmax;
+  std::vector<size_t> start(B);  // where each window of the batch starts in src
   const size_t windows = (src.size() - 1) / T;
   const long long n_batches = batches > 0 ? batches : (long long)((windows + B - 1) / B);
   for (long long i = 0; i < n_batches; i++) {
     model.arena.reset();
     const Batch b = batches > 0 ? eval_batch(src, B, T, (int)i, batches)
                                 : contiguous_batch(src, T, (size_t)i * B, (int)std::min<size_t>(B, windows - (size_t)i * B));
+    for (int w = 0; w < b.B; w++)
+      start[w] = batches > 0 ? eval_window_start(src, B, T, (int)i, batches, w) : ((size_t)i * B + w) * T;
     const auto t0 = std::chrono::steady_clock::now();
     method.forward(model, b, false);
     const StepStats s = method.stats(model);
     r.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     method.per_token(model, nll, passes);
+    method.per_token_argmax(model, argmax);
     r.fwd_flops += s.inference_flops();  // the decoder's cost where it differs (PonderLM-2)
     r.fwd_other_flops += s.fwd_other_flops;
     for (size_t k = 0; k < s.halting.size(); k++) {
@@ -129,6 +174,10 @@ EvalReport evaluate_model(Model<Bk>& model, Method<Bk>& method, const TokenSourc
       r.nll_sum += nll[k];
       r.nll.push_back(nll[k]);
       r.passes.push_back(passes[k]);
+      r.correct.push_back(argmax[k] == b.targets[k]);
+      const size_t pos = start[k / T] + k % T + 1;  // targets are the window's tokens 1..T
+      r.position.push_back(pos);
+      if (classes) r.cls.push_back(classes->ids[pos]);
       if (tok) {
         check((size_t)b.targets[k] < token_bytes.size(), "token id " + std::to_string(b.targets[k]) +
                                                              " is outside the tokenizer's vocabulary (" +

@@ -185,6 +185,75 @@ std::string loss_plot_svg(const std::vector<RunCurves>& runs, const std::string&
   return s;
 }
 
+std::string xy_plot_svg(const std::vector<PlotSeries>& series, const std::string& title, const std::string& xlabel,
+                        const std::string& ylabel, bool logx) {
+  const double W = 640, H = 440;
+  auto err = [](const std::vector<double>& e, size_t i) { return i < e.size() && std::isfinite(e[i]) ? e[i] : 0.0; };
+  // Data ranges, error bars included; points with a non-finite value (or x <= 0 on a log axis) are left out.
+  double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+  auto usable = [&](const PlotSeries& s, size_t i) {
+    return std::isfinite(s.x[i]) && std::isfinite(s.y[i]) && (!logx || s.x[i] > 0);
+  };
+  for (auto& s : series)
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); i++) {
+      if (!usable(s, i)) continue;
+      const double ex = err(s.xerr, i), ey = err(s.yerr, i);
+      const double a = logx ? std::log10(std::max(s.x[i] - ex, s.x[i] * 0.5)) : s.x[i] - ex;
+      const double b = logx ? std::log10(s.x[i] + ex) : s.x[i] + ex;
+      xlo = std::min(xlo, a), xhi = std::max(xhi, b);
+      ylo = std::min(ylo, s.y[i] - ey), yhi = std::max(yhi, s.y[i] + ey);
+    }
+  const bool empty = !(xhi >= xlo) || !(yhi >= ylo);
+  if (empty) xlo = 0, xhi = 1, ylo = 0, yhi = 1;
+  if (xhi - xlo < 1e-9) xlo -= logx ? 0.15 : 0.5 * std::max(1e-9, std::fabs(xlo)), xhi += logx ? 0.15 : 0.5 * std::max(1e-9, std::fabs(xhi));
+  if (logx && xhi - xlo < 0.3) xlo -= 0.15, xhi += 0.15;
+  if (yhi - ylo < 1e-9) ylo -= 0.05 * std::max(1.0, std::fabs(ylo)), yhi += 0.05 * std::max(1.0, std::fabs(yhi));
+  const double xpad = 0.06 * (xhi - xlo), ypad = 0.08 * (yhi - ylo);
+  const Panel p{95, 50, 350, 320, xlo - xpad, xhi + xpad, ylo - ypad, yhi + ypad, logx};
+
+  std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='" + fmt("%g", W) + "' height='" + fmt("%g", H) +
+                  "' viewBox='0 0 " + fmt("%g", W) + " " + fmt("%g", H) +
+                  "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n";
+  s += "<text x='" + fmt("%g", W / 2) + "' y='24' text-anchor='middle' font-size='15'>" + xml_escape(title) + "</text>\n";
+  axes(s, p, xlabel, ylabel);
+  if (empty) s += "<text x='260' y='200' text-anchor='middle'>no data</text>\n";
+  auto line = [&](double x1, double y1, double x2, double y2, const char* c) {
+    s += "<line x1='" + fmt("%.1f", x1) + "' y1='" + fmt("%.1f", y1) + "' x2='" + fmt("%.1f", x2) + "' y2='" +
+         fmt("%.1f", y2) + "' stroke='" + c + "' stroke-width='1.2'/>\n";
+  };
+  for (size_t k = 0; k < series.size(); k++) {
+    const PlotSeries& r = series[k];
+    const char* c = kColors[k % (sizeof kColors / sizeof kColors[0])];
+    std::string pts;
+    for (size_t i = 0; i < r.x.size() && i < r.y.size(); i++) {
+      if (!usable(r, i)) continue;
+      const double X = p.px(r.x[i]), Y = p.py(r.y[i]), ex = err(r.xerr, i), ey = err(r.yerr, i);
+      if (ex > 0) line(p.px(logx ? std::max(r.x[i] - ex, r.x[i] * 0.5) : r.x[i] - ex), Y, p.px(r.x[i] + ex), Y, c);
+      if (ey > 0) {
+        line(X, p.py(r.y[i] - ey), X, p.py(r.y[i] + ey), c);
+        line(X - 4, p.py(r.y[i] - ey), X + 4, p.py(r.y[i] - ey), c);  // caps
+        line(X - 4, p.py(r.y[i] + ey), X + 4, p.py(r.y[i] + ey), c);
+      }
+      s += "<circle cx='" + fmt("%.1f", X) + "' cy='" + fmt("%.1f", Y) + "' r='4' fill='" + c + "' stroke='white'/>\n";
+      if (i < r.tags.size())
+        s += "<text x='" + fmt("%.1f", X + 6) + "' y='" + fmt("%.1f", Y - 6) + "' font-size='10' fill='#444'>" +
+             xml_escape(r.tags[i]) + "</text>\n";
+      pts += fmt("%.1f", X) + "," + fmt("%.1f", Y) + " ";
+    }
+    if (r.line && !pts.empty())
+      s += "<polyline fill='none' stroke='" + std::string(c) + "' stroke-width='1.2' points='" + pts + "'/>\n";
+  }
+  // Legend to the right of the panel.
+  for (size_t k = 0; k < series.size(); k++) {
+    const char* c = kColors[k % (sizeof kColors / sizeof kColors[0])];
+    const double y = p.y0 + 12 + 18.0 * k, x = p.x0 + p.w + 14;
+    s += "<circle cx='" + fmt("%.1f", x + 5) + "' cy='" + fmt("%.1f", y - 4) + "' r='4' fill='" + c + "'/>\n";
+    s += "<text x='" + fmt("%.1f", x + 14) + "' y='" + fmt("%.1f", y) + "'>" + xml_escape(series[k].label) + "</text>\n";
+  }
+  s += "</svg>\n";
+  return s;
+}
+
 void write_loss_plot(const std::vector<RunCurves>& runs, const std::string& title, const std::string& path) {
   write_file_atomic(path, loss_plot_svg(runs, title));
 }

@@ -29,6 +29,20 @@ RunCurves read_run_curves(const std::string& metrics_path, const std::string& la
 // The SVG document.
 std::string loss_plot_svg(const std::vector<RunCurves>& runs, const std::string& title);
 
+// Points with error bars in one panel (study's iso-compute views and knob
+// curves): each series one colour, a dot per point with a horizontal bar of
+// +- xerr and a vertical bar of +- yerr (empty vectors: no bars), joined by a
+// line when `line` is set, each point tagged with its entry of `tags` when
+// given (a knob's values). The x axis is log10 when logx.
+struct PlotSeries {
+  std::string label;
+  std::vector<double> x, y, xerr, yerr;
+  bool line = false;
+  std::vector<std::string> tags;
+};
+std::string xy_plot_svg(const std::vector<PlotSeries>& series, const std::string& title, const std::string& xlabel,
+                        const std::string& ylabel, bool logx);
+
 // Writes the SVG to path atomically.
 void write_loss_plot(const std::vector<RunCurves>& runs, const std::string& title, const std::string& path);
 

@@ -1,0 +1,255 @@
+// The study's statistics on hand-made numbers (the paired standard error,
+// per-class aggregation), its results.json schema, and the study program
+// run twice on a tiny quick study: the second run trains nothing, and a run
+// interrupted part way is resumed to the same weights as an uninterrupted one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "core/json.h"
+#include "train/study_results.h"
+#include "train/study_stats.h"
+#include "workflow_util.h"
+
+using namespace ada;
+using namespace ada::test;
+
+namespace {
+
+// Two seeds, four tokens. Differences a - b: seed 0 {-0.5, 1, -0.5, 1}
+// (mean 0.25), seed 1 {1, -0.5, -0.5, 2} (mean 0.5).
+const std::vector<std::vector<double>> kA = {{1, 2, 3, 4}, {2, 2, 1, 3}};
+const std::vector<std::vector<double>> kB = {{1.5, 1, 3.5, 3}, {1, 2.5, 1.5, 1}};
+
+TEST(StudyStats, PairedStandardErrorMatchesDirectComputation) {
+  const PairedResult p = paired_difference(kA, kB, {1337, 1338});
+  // D_i = {0.25, 0.25, -0.5, 1.5}: mean 0.375, sample variance 2.0625 / 3 = 0.6875
+  EXPECT_EQ(p.tokens, 4u);
+  EXPECT_NEAR(p.diff, 0.375, 1e-12);
+  EXPECT_NEAR(p.se_tokens, std::sqrt(0.6875 / 4), 1e-12);
+  // d_s = {0.25, 0.5}: sample std 0.25 / sqrt(2), over sqrt(2) seeds: 0.125
+  EXPECT_NEAR(p.se_seeds, 0.125, 1e-12);
+  EXPECT_NEAR(p.se, std::sqrt(0.6875 / 4 + 0.125 * 0.125), 1e-12);
+  ASSERT_EQ(p.per_seed.size(), 2u);
+  EXPECT_EQ(p.per_seed[0].seed, 1337);
+  EXPECT_NEAR(p.per_seed[0].diff, 0.25, 1e-12);
+  EXPECT_NEAR(p.per_seed[0].se, std::sqrt(0.75 / 4), 1e-12);  // squares 4 x 0.5625 over 3
+  EXPECT_NEAR(p.per_seed[1].diff, 0.5, 1e-12);
+  EXPECT_NEAR(p.per_seed[1].se, std::sqrt(1.5 / 4), 1e-12);   // squares 0.25 + 1 + 1 + 2.25 over 3
+  // One seed: no spread over seeds, and the total is the per-seed figure.
+  const PairedResult one = paired_difference({kA[0]}, {kB[0]}, {7});
+  EXPECT_EQ(one.se_seeds, 0.0);
+  EXPECT_NEAR(one.se, std::sqrt(0.75 / 4), 1e-12);
+  // Shapes that do not match are an error.
+  expect_error([] { paired_difference({kA[0]}, {{1, 2}}, {7}); }, {"different numbers of tokens"});
+}
+
+TEST(StudyStats, PerClassAggregation) {
+  const std::vector<double> nll = {1, 2, 3, 4, 5}, passes = {1, 2, 3, 4, 1};
+  const std::vector<uint8_t> correct = {1, 0, 1, 1, 0};
+  const std::vector<int> cls = {0, 1, 1, -1, 0};  // token 3 has no class
+  const std::vector<ClassStats> c = class_stats(nll, passes, correct, cls, 3);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].tokens, 2);
+  EXPECT_DOUBLE_EQ(c[0].accuracy, 0.5);
+  EXPECT_DOUBLE_EQ(c[0].nll, 3.0);
+  EXPECT_DOUBLE_EQ(c[0].passes, 1.0);
+  EXPECT_EQ(c[1].tokens, 2);
+  EXPECT_DOUBLE_EQ(c[1].accuracy, 0.5);
+  EXPECT_DOUBLE_EQ(c[1].nll, 2.5);
+  EXPECT_DOUBLE_EQ(c[1].passes, 2.5);
+  EXPECT_EQ(c[2].tokens, 0);
+  EXPECT_TRUE(std::isnan(c[2].accuracy));
+  // Passes by NLL bins: [1, 1.5) holds token 0, [2, 3) token 1, [3, 4) token 2, ...
+  std::vector<NllBin> bins = nll_bins(5);
+  add_to_bins(bins, nll, passes);
+  long long total = 0;
+  for (auto& b : bins) {
+    total += b.tokens;
+    if (b.lo == 4) {
+      EXPECT_EQ(b.tokens, 1) << "NLL 4 falls in [4, 5)";
+    }
+    if (b.lo == 5) {
+      EXPECT_DOUBLE_EQ(b.passes, 1.0);  // the last bin is closed: NLL 5 with 1 pass
+    }
+  }
+  EXPECT_EQ(total, 5);
+}
+
+// A hand-made study of two methods x two seeds, written as results.json.
+StudyResults hand_study() {
+  StudyResults r;
+  r.setup.command = "./study --quick";
+  r.setup.seeds = {1337, 1338};
+  r.setup.val_tokens = 4;
+  r.classes = {"easy", "hard"};
+  const std::vector<size_t> pos = {1, 2, 3, 4};
+  for (int m = 0; m < 2; m++) {
+    StudyMethod sm;
+    sm.label = m == 0 ? "standard" : "adaponder";
+    sm.spec = sm.method = sm.label;
+    for (int s = 0; s < 2; s++) {
+      StudyRun run;
+      run.seed = 1337 + s;
+      run.nll = m == 0 ? kB[s] : kA[s];
+      run.tok_passes = {1, 2, 3, 4};
+      run.correct = {1, (uint8_t)s, 0, 1};  // the hard tokens (1 and 3): seed 0 one right, seed 1 both
+      run.position = pos;
+      run.cls = {0, 1, 0, 1};
+      run.val_loss = 1 + s, run.accuracy = 0.5, run.passes = 2.5;
+      sm.runs.push_back(run);
+    }
+    r.methods.push_back(sm);
+  }
+  r.pairs = {{"adaponder", "standard"}};
+  return r;
+}
+
+TEST(StudyResults, JsonHasTheSchemaAndTheFigures) {
+  const Json j = parse_json(study_json(hand_study()), "results.json");
+  for (const char* k : {"schema", "setup", "classes", "methods", "pairs", "passage"}) EXPECT_NE(j.find(k), nullptr) << k;
+  EXPECT_EQ(j.find("schema")->number, 1);
+  for (const char* k : {"command", "date", "machine", "data", "config", "steps", "batch", "seq", "tokens_per_run", "seeds",
+                        "val_tokens"})
+    EXPECT_NE(j.find("setup")->find(k), nullptr) << k;
+  const Json& m = j.find("methods")->items.at(1);
+  for (const char* k : {"label", "spec", "method", "runs", "mean", "std", "per_class", "passes_by_nll"})
+    EXPECT_NE(m.find(k), nullptr) << k;
+  for (const char* k : {"seed", "dir", "val_loss", "accuracy", "passes", "train_flops", "infer_flops", "infer_other",
+                        "infer_us", "train_seconds", "pass_hist", "per_class"})
+    EXPECT_NE(m.find("runs")->items.at(0).find(k), nullptr) << k;
+  // mean and std over the seeds' val_loss 1 and 2
+  EXPECT_DOUBLE_EQ(m.find("mean")->find("val_loss")->number, 1.5);
+  EXPECT_NEAR(m.find("std")->find("val_loss")->number, std::sqrt(0.5), 1e-9);
+  // per class: hard tokens (1 and 3) right in seed 0: {0, 1} -> 0.5, seed 1: {1, 1} -> 1; [mean, std]
+  const Json* hard = m.find("per_class")->find("hard");
+  ASSERT_NE(hard, nullptr);
+  EXPECT_EQ(hard->find("tokens")->number, 2);
+  EXPECT_DOUBLE_EQ(hard->find("accuracy")->items.at(0).number, 0.75);
+  EXPECT_NEAR(hard->find("accuracy")->items.at(1).number, std::sqrt(0.125), 1e-9);
+  EXPECT_DOUBLE_EQ(hard->find("passes")->items.at(0).number, 3.0);  // passes of tokens 1 and 3: 2 and 4
+  // the pair: adaponder (kA) minus standard (kB), as computed above
+  const Json& p = j.find("pairs")->items.at(0);
+  EXPECT_EQ(p.find("a")->text, "adaponder");
+  EXPECT_NEAR(p.find("diff")->number, 0.375, 1e-9);
+  EXPECT_NEAR(p.find("se")->number, std::sqrt(0.6875 / 4 + 0.125 * 0.125), 1e-9);
+  EXPECT_NEAR(p.find("se_seeds")->number, 0.125, 1e-9);
+  EXPECT_EQ(p.find("per_seed")->items.size(), 2u);
+  // no knob given: no knob member; a NaN figure is written as null
+  EXPECT_EQ(m.find("knob"), nullptr);
+  EXPECT_TRUE(m.find("runs")->items.at(0).find("infer_us")->is(Json::Type::Null));
+}
+
+// Every member of a JSON value except those named in `skip` (timing fields), as text.
+std::string without(const Json& j, const std::set<std::string>& skip) {
+  switch (j.type) {
+    case Json::Type::Object: {
+      std::string s = "{";
+      for (auto& kv : j.members)
+        if (!skip.count(kv.first)) s += kv.first + ":" + without(kv.second, skip) + ",";
+      return s + "}";
+    }
+    case Json::Type::Array: {
+      std::string s = "[";
+      for (auto& x : j.items) s += without(x, skip) + ",";
+      return s + "]";
+    }
+    case Json::Type::String: return "\"" + j.text + "\"";
+    case Json::Type::Number: return j.text;
+    case Json::Type::Bool: return j.boolean ? "true" : "false";
+    default: return "null";
+  }
+}
+
+std::string small_text(const std::string& dir) {
+  std::string t;
+  for (int i = 0; i < 60; i++) t += "In the beginning God created the heaven and the earth. " + std::to_string(i) + "\n";
+  write_bytes(dir + "/text.txt", t);
+  return dir + "/text.txt";
+}
+
+// A quick study run twice: the second run trains nothing (the checkpoints'
+// bytes are untouched) and writes the same results.json apart from timing.
+TEST(StudyProgram, SecondRunReusesFinishedRuns) {
+  const std::string study = program("study");
+  if (study.empty()) GTEST_SKIP() << "set ADA_BIN_DIR to the folder of the built programs to run them";
+  const std::string dir = scratch_dir("study_reuse"), text = small_text(dir);
+  const std::string cmd = study + " --quick --data " + text + " --val-fraction 0.1 --steps 12 --out " + dir + "/s";
+  ProgramResult r = run_program(cmd, dir);
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  const std::string first_json = read_bytes(dir + "/s/results.json");
+  const Json j = parse_json(first_json, "results.json");
+  ASSERT_EQ(j.find("methods")->items.size(), 2u);
+  EXPECT_EQ(j.find("methods")->items[1].find("label")->text, "adaponder");
+  EXPECT_EQ(j.find("setup")->find("tokens_per_run")->number, 12 * 4 * 32);
+  EXPECT_EQ(j.find("pairs")->items.at(0).find("b")->text, "standard");
+  EXPECT_EQ(j.find("passage")->find("tokens")->items.size(), 256u);
+  EXPECT_EQ(j.find("methods")->items[1].find("knob")->find("points")->items.size(), 4u);
+  for (const char* f : {"results.md", "iso_infer_loss.svg", "iso_train_loss.svg", "knob_loss.svg"})
+    EXPECT_TRUE(exists(dir + "/s/" + f)) << f;
+  std::vector<std::string> ckpt_files;
+  for (const char* run : {"standard_s1337", "adaponder_s1337"})
+    for (const char* f : {"/ckpt_12/model.safetensors", "/ckpt_12/state.safetensors", "/latest", "/metrics.jsonl"})
+      ckpt_files.push_back(dir + "/s/runs/" + run + f);
+  std::vector<std::string> before;
+  for (auto& f : ckpt_files) before.push_back(read_bytes(f));
+  for (auto& b : before) EXPECT_FALSE(b.empty());
+  EXPECT_FALSE(exists(dir + "/s/runs/standard_s1337/ckpt_3")) << "intermediate checkpoints are removed";
+
+  r = run_program(cmd, dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("step "), std::string::npos) << "trained again:\n" << r.out;
+  EXPECT_NE(r.out.find("reusing the finished run"), std::string::npos) << r.out;
+  for (size_t i = 0; i < ckpt_files.size(); i++) EXPECT_EQ(read_bytes(ckpt_files[i]), before[i]) << ckpt_files[i];
+  const std::set<std::string> timing = {"infer_us", "date"};
+  EXPECT_EQ(without(parse_json(read_bytes(dir + "/s/results.json"), "second"), timing), without(j, timing));
+}
+
+// Bad flags: one line naming the problem, before any training.
+TEST(StudyProgram, RejectsBadFlags) {
+  const std::string study = program("study");
+  if (study.empty()) GTEST_SKIP() << "set ADA_BIN_DIR to the folder of the built programs to run them";
+  const std::string dir = scratch_dir("study_errors"), text = small_text(dir);
+  const std::string base = study + " --quick --data " + text + " --val-fraction 0.1 --out " + dir + "/s";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {" --pairs nope/standard", "--pairs names the method 'nope', which is not among the studied labels"},
+      {" --pairs standard", "--pairs: 'standard' needs the form a/b"},
+      {" --knob adaponder", "--knob 'adaponder' needs the form LABEL:flag=v1/v2/v3"},
+      {" --knob adaponder:tau=x", "--knob adaponder: value 'x' is not a number"},
+      {" --knob ponder:tau=1", "--knob names the method 'ponder'"},
+      {" --seeds 13x", "--seeds: '13x' is not an integer"},
+      {" --methods standard,standard", "--methods lists 'standard' twice"},
+  };
+  for (auto& c : cases) {
+    SCOPED_TRACE(c.first);
+    expect_program_error(run_program(base + c.first, dir), c.second);
+  }
+  EXPECT_FALSE(exists(dir + "/s/runs/standard_s1337")) << "nothing trained";
+}
+
+// A run stopped part way (its latest checkpoint before --steps) is resumed,
+// to the same weights as the uninterrupted run.
+TEST(StudyProgram, ResumesARunStoppedPartWay) {
+  const std::string study = program("study"), train = program("train_cpu");
+  if (study.empty() || train.empty()) GTEST_SKIP() << "set ADA_BIN_DIR to the folder of the built programs to run them";
+  const std::string dir = scratch_dir("study_resume"), text = small_text(dir);
+  const std::string opts = " --data " + text + " --val-fraction 0.1 --steps 12";
+  ProgramResult r = run_program(study + " --quick --methods standard" + opts + " --out " + dir + "/whole", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  // The same run trained to step 8 of 12 by train_cpu, as if the study had been stopped there.
+  const std::string part = dir + "/part/runs/standard_s1337";
+  r = run_program(train + " --method standard --config test --vocab 256 --tokenizer bytes --batch 4 --seq 32 --warmup 4"
+                  " --eval-every 0 --eval-batches 2 --ponder-steps 2 --seed 1337 --save-every 4" + opts + " --out " + part, dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::filesystem::remove_all(part + "/ckpt_12");
+  write_bytes(part + "/latest", "ckpt_8\n");
+  r = run_program(study + " --quick --methods standard" + opts + " --out " + dir + "/part", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("resuming " + part + "/ckpt_8 at step 8"), std::string::npos) << r.out;
+  EXPECT_EQ(read_bytes(part + "/ckpt_12/model.safetensors"),
+            read_bytes(dir + "/whole/runs/standard_s1337/ckpt_12/model.safetensors"));
+}
+
+}  // namespace
