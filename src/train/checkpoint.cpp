@@ -4,6 +4,7 @@
 // and tensor in docs/formats.md.
 #include "train/checkpoint.h"
 
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -33,20 +34,14 @@ bool file_exists(const std::string& p) {
   return fs::is_regular_file(p, ec);
 }
 
-long long parse_int(const SafetensorsFile& f, const std::string& key) {
-  const std::string& v = f.meta(key);
-  char* end = nullptr;
-  const long long x = std::strtoll(v.c_str(), &end, 10);
-  check(!v.empty() && *end == 0, "checkpoint " + f.path() + ": metadata " + key + " is '" + v + "', not an integer");
-  return x;
+// An integer metadata value in [lo, hi]: decimal digits only, as the writer prints them.
+long long parse_int(const SafetensorsFile& f, const std::string& key, long long lo = LLONG_MIN,
+                    long long hi = LLONG_MAX) {
+  return parse_integer("checkpoint " + f.path() + ": metadata " + key, f.meta(key), lo, hi);
 }
 
 double parse_double(const SafetensorsFile& f, const std::string& key) {
-  const std::string& v = f.meta(key);
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  check(!v.empty() && *end == 0, "checkpoint " + f.path() + ": metadata " + key + " is '" + v + "', not a number");
-  return x;
+  return parse_number("checkpoint " + f.path() + ": metadata " + key, f.meta(key));
 }
 
 // Method options as (flag without "--", value), through the flags that
@@ -122,13 +117,15 @@ ModelMeta read_model_meta(const SafetensorsFile& f) {
   ModelMeta m;
   ModelConfig& c = m.cfg;
   c.name = f.meta("config.name");
-  c.vocab = (int)parse_int(f, "config.vocab");
-  c.dim = (int)parse_int(f, "config.dim");
-  c.layers = (int)parse_int(f, "config.layers");
-  c.heads = (int)parse_int(f, "config.heads");
-  c.hidden = (int)parse_int(f, "config.hidden");
-  c.max_seq = (int)parse_int(f, "config.max_seq");
-  c.tied = parse_int(f, "config.tied") != 0;
+  // Every size within the range the flags accept (core/config.h), checked
+  // here, before anything is built from it.
+  c.vocab = (int)parse_int(f, "config.vocab", 1, kMaxVocab);
+  c.dim = (int)parse_int(f, "config.dim", 1, kMaxDim);
+  c.layers = (int)parse_int(f, "config.layers", 1, kMaxLayers);
+  c.heads = (int)parse_int(f, "config.heads", 1, kMaxHeads);
+  c.hidden = (int)parse_int(f, "config.hidden", 1, kMaxHidden);
+  c.max_seq = (int)parse_int(f, "config.max_seq", 1, kMaxSeq);
+  c.tied = parse_int(f, "config.tied", 0, 1) != 0;
   c.rope_theta = parse_double(f, "config.rope_theta");
   c.norm_eps = parse_double(f, "config.norm_eps");
   // Checkpoints written before --embed-scale existed have no such key: the method's own scale.
@@ -158,7 +155,7 @@ ModelMeta read_model_meta(const SafetensorsFile& f) {
     fail("checkpoint " + f.path() + " has a bad method option: " + e.what());
   }
   m.tokenizer = f.meta("tokenizer");
-  m.step = parse_int(f, "step");
+  m.step = parse_int(f, "step", 0, kMaxSteps);
   return m;
 }
 
@@ -278,11 +275,22 @@ std::string write_checkpoint(const std::string& out, const ModelMeta& meta, cons
 
 // ---- reading -------------------------------------------------------------------
 
-std::vector<float> read_checkpoint_params(const SafetensorsFile& f, const ModelMeta& want, const ParamLayout& layout) {
-  check_model_meta(read_model_meta(f), want, f.path());
+void check_checkpoint_size(const SafetensorsFile& f, const ModelConfig& cfg) {
+  // Constant time: the backbone's parameter count from the sizes, against the
+  // bytes of tensors the file holds (the method's own tensors come on top).
+  double bytes = 0;
+  for (auto& t : f.tensors()) bytes += (double)(t.end - t.begin);
+  const double need = 4.0 * (double)cfg.num_params();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f", bytes);
+  check(need <= bytes, "checkpoint " + f.path() + ": its metadata describes a model of " +
+                           std::to_string(cfg.num_params()) + " parameters (" + cfg.describe() +
+                           ") but the file holds only " + buf + " bytes of tensors");
+}
+
+void check_checkpoint_tensors(const SafetensorsFile& f, const ParamLayout& layout) {
   for (auto& t : f.tensors())
     check(layout.has(t.name), "checkpoint " + f.path() + " has tensor " + t.name + ", which the model does not have");
-  std::vector<float> params(layout.total()), tmp;
   for (auto& p : layout.tensors()) {
     const TensorEntry* t = f.find(p.name);
     check(t != nullptr, "checkpoint " + f.path() + " has no tensor " + p.name + " (the model needs it)");
@@ -291,6 +299,14 @@ std::vector<float> read_checkpoint_params(const SafetensorsFile& f, const ModelM
                                  " but the model expects " + shape_string(shape));
     check(t->dtype == Dtype::F32, "checkpoint " + f.path() + " has tensor " + p.name + " of dtype " +
                                       dtype_name(t->dtype) + " (expected F32)");
+  }
+}
+
+std::vector<float> read_checkpoint_params(const SafetensorsFile& f, const ModelMeta& want, const ParamLayout& layout) {
+  check_model_meta(read_model_meta(f), want, f.path());
+  check_checkpoint_tensors(f, layout);
+  std::vector<float> params(layout.total()), tmp;
+  for (auto& p : layout.tensors()) {
     f.read_floats(p.name, tmp);
     std::copy(tmp.begin(), tmp.end(), params.begin() + p.offset);
   }
