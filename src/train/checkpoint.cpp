@@ -34,6 +34,70 @@ bool file_exists(const std::string& p) {
   return fs::is_regular_file(p, ec);
 }
 
+// Both files there: a save renames a checkpoint directory into place only
+// when complete, so this holds for every ckpt_<step> a save made.
+bool complete_checkpoint(const std::string& dir) {
+  return file_exists(dir + "/model.safetensors") && file_exists(dir + "/state.safetensors");
+}
+
+// The step of a directory name "ckpt_<step>" (suffix "") or "ckpt_<step>.old"
+// (suffix ".old"); -1 for any other name.
+long long checkpoint_step(const std::string& name, const std::string& suffix) {
+  if (name.size() <= 5 + suffix.size() || name.compare(0, 5, "ckpt_") != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return -1;
+  const std::string digits = name.substr(5, name.size() - 5 - suffix.size());
+  if (digits.size() > 15 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+// The complete checkpoint of a run directory with the highest step, among its
+// ckpt_<step> and ckpt_<step>.old directories (ckpt_<step> first at equal
+// steps); "" when there is none.
+std::string newest_complete_checkpoint(const std::string& dir) {
+  std::string best;
+  long long best_step = -1;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    for (const char* suffix : {"", ".old"}) {
+      const long long step = checkpoint_step(name, suffix);
+      const bool better = step > best_step || (step == best_step && *suffix == 0);
+      if (step >= 0 && better && complete_checkpoint(dir + "/" + name)) best = dir + "/" + name, best_step = step;
+    }
+  }
+  return best;
+}
+
+// Removes a checkpoint directory file by file (a crash can stop it between
+// two files: the loader never takes a directory with a file missing).
+void remove_checkpoint_dir(const std::string& dir) {
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+    files.push_back(it->path());
+  for (auto& f : files) {
+    fs::remove_all(f, ec);
+    file_op_done();
+  }
+  fs::remove(dir, ec);
+  file_op_done();
+}
+
+// Removes every ckpt_*<suffix> directory of a run directory (".tmp": what a
+// killed save left; ".old": steps re-saved).
+void remove_leftovers(const std::string& out, const std::string& suffix) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(out, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, 5, "ckpt_") == 0 && name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 && it->is_directory(ec))
+      found.push_back(out + "/" + name);
+  }
+  for (auto& d : found) remove_checkpoint_dir(d);
+}
+
 // An integer metadata value in [lo, hi]: decimal digits only, as the writer prints them.
 long long parse_int(const SafetensorsFile& f, const std::string& key, long long lo = LLONG_MIN,
                     long long hi = LLONG_MAX) {
@@ -95,9 +159,25 @@ std::string resolve_checkpoint(const std::string& path) {
     check(!name.empty(), dir + "/latest is empty (it should name the newest checkpoint, e.g. ckpt_100)");
     check(name.find('/') == std::string::npos, dir + "/latest names '" + name + "', which is not a checkpoint directory name");
     const std::string ckpt = dir + "/" + name;
-    check(file_exists(ckpt + "/model.safetensors"),
-          dir + "/latest names " + name + ", but " + ckpt + "/model.safetensors does not exist");
-    return ckpt;
+    if (complete_checkpoint(ckpt)) return ckpt;
+    // A save stopped between two of its steps (docs/formats.md, "Writing is
+    // atomic"): the step `latest` names is under its .old name while it is
+    // re-saved; otherwise the newest complete checkpoint is the latest.
+    const std::string found = complete_checkpoint(ckpt + ".old") ? ckpt + ".old" : newest_complete_checkpoint(dir);
+    check(!found.empty(), dir + "/latest names " + name + ", but " + ckpt +
+                              "/model.safetensors or state.safetensors does not exist, and the run has no other "
+                              "complete checkpoint");
+    std::fprintf(stderr, "note: %s/latest names %s, which is missing or incomplete (a save was interrupted); using %s\n",
+                 dir.c_str(), name.c_str(), found.c_str());
+    return found;
+  }
+  if (!file_exists(dir + "/model.safetensors")) {  // a first save stopped before it wrote `latest`
+    const std::string found = newest_complete_checkpoint(dir);
+    if (!found.empty()) {
+      std::fprintf(stderr, "note: %s has no `latest` file (a save was interrupted); using %s, its newest complete checkpoint\n",
+                   dir.c_str(), found.c_str());
+      return found;
+    }
   }
   check(file_exists(dir + "/model.safetensors"),
         dir + " is not a checkpoint: it has neither a `latest` file (a run's output directory) nor model.safetensors "
@@ -249,27 +329,40 @@ std::string write_checkpoint(const std::string& out, const ModelMeta& meta, cons
   sw.add("schedule.warmup", {1}, &warmup);
   sw.add("schedule.total_steps", {1}, &total);
 
-  // Both files into a fresh ckpt_<step>.tmp/, renamed into place when complete.
-  fs::remove_all(tmp, ec);
+  // The protocol (docs/formats.md, "Writing is atomic"); every state between
+  // two of these steps loads (tests/test_checkpoint_protocol.cpp):
+  //  1. remove what a killed save left: every ckpt_*.tmp directory
+  //  2. write both files into a fresh ckpt_<step>.tmp/
+  //  3. a checkpoint of this step already there (a resume from an earlier step
+  //     saves it again) becomes ckpt_<step>.old, which the loader takes while
+  //     ckpt_<step> is missing
+  //  4. rename ckpt_<step>.tmp to ckpt_<step>
+  //  5. replace `latest` (latest.tmp, rename): the new checkpoint is the latest
+  //  6. remove every ckpt_*.old: `latest` names a complete checkpoint
+  remove_leftovers(out, ".tmp");
   check(fs::create_directory(tmp, ec), "cannot create checkpoint directory " + tmp + ": " + ec.message());
+  file_op_done();
   try {
     mw.write(tmp + "/model.safetensors");
     sw.write(tmp + "/state.safetensors");
     sync_directory(tmp);
-    if (fs::exists(final_dir, ec)) {  // re-saving a step (a resume from an earlier checkpoint)
-      fs::remove_all(old, ec);
+    if (fs::exists(final_dir, ec)) {
+      if (fs::exists(old, ec)) remove_checkpoint_dir(old);  // superseded by final_dir
       fs::rename(final_dir, old, ec);
       check(!ec, "cannot replace " + final_dir + ": " + ec.message());
+      file_op_done();
     }
     fs::rename(tmp, final_dir, ec);
     check(!ec, "cannot rename " + tmp + " to " + final_dir + ": " + ec.message());
+    file_op_done();
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;
   }
-  fs::remove_all(old, ec);
   sync_directory(out);
-  write_file_atomic(out + "/latest", name + "\n");  // last: the checkpoint is complete
+  write_file_atomic(out + "/latest", name + "\n");  // the checkpoint is complete
+  remove_leftovers(out, ".old");
+  sync_directory(out);
   return final_dir;
 }
 

@@ -36,6 +36,15 @@ bool Flags::was_set(const std::string& name) const {
   return false;
 }
 
+bool Flags::integer_range(const std::string& name, long long* lo, long long* hi) const {
+  for (auto& f : flags_)
+    if ((f.kind == kInt || f.kind == kLong) && f.name == name) {
+      *lo = f.lo, *hi = f.hi;
+      return true;
+    }
+  return false;
+}
+
 long long parse_integer(const std::string& what, const std::string& text, long long lo, long long hi) {
   // An optional sign, then 1 to 19 decimal digits: nothing that strtoll would skip or stop at.
   size_t i = (!text.empty() && (text[0] == '-' || text[0] == '+')) ? 1 : 0;

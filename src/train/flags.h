@@ -46,6 +46,8 @@ class Flags {
   // Positional arguments left after the flags.
   const std::vector<std::string>& positional() const { return positional_; }
   bool was_set(const std::string& name) const;
+  // The range [lo, hi] an integer flag accepts; false for other kinds of flag.
+  bool integer_range(const std::string& name, long long* lo, long long* hi) const;
   std::string usage() const;
   // "name=value" of every flag, for the run's startup table and metrics header.
   std::vector<std::pair<std::string, std::string>> values() const;
