@@ -373,3 +373,35 @@ TEST(RefusedResume, LeavesEveryFileOfTheRunByteIdentical) {
     EXPECT_EQ(snapshot(out), before) << "a refused resume changed the run";
   }
 }
+
+// The case through the program: `train_cpu --resume run --data
+// other.txt` rewrote run/metrics.jsonl before refusing.
+TEST(RefusedResume, TheProgramLeavesTheRunByteIdentical) {
+  const std::string train_cpu = program("train_cpu");
+  if (train_cpu.empty()) GTEST_SKIP() << "set ADA_BIN_DIR to the programs' folder (make test does)";
+  const std::string dir = scratch_dir("refused_resume_program");
+  std::string text, other;
+  for (int i = 0; i < 150; i++) text += "In the beginning " + std::to_string(i) + ".\n";
+  for (int i = 0; i < 120; i++) other += "And the earth " + std::to_string(i) + ".\n";
+  write_bytes(dir + "/a.txt", text);
+  write_bytes(dir + "/other.txt", other);
+  const std::string base = train_cpu + " --config test --vocab 256 --tokenizer bytes --seq 16 --batch 2 "
+                                       "--eval-every 2 --eval-batches 1 --threads 1 --out " + dir + "/run";
+  const ProgramResult r = run_program(base + " --steps 4 --save-every 2 --data " + dir + "/a.txt", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto before = snapshot(dir + "/run");
+  const std::string run = dir + "/run";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {" --resume " + run + " --data " + dir + "/other.txt --steps 8", "(a different --data or --tokenizer?)"},
+      {" --resume " + run + "/ckpt_2 --data " + dir + "/other.txt --steps 8", "(a different --data or --tokenizer?)"},
+      {" --resume " + run + " --steps 4", "raise --steps"},
+      {" --resume " + run + " --method ponder --steps 8", "--method ponder does not match the checkpoint"},
+      {" --resume " + run + " --steps 8.5", "--steps expects an integer, got '8.5'"},
+      {" --resume " + run + " --steps 8 --dim 32", "has width (dim) 16 but the model was configured with 32"},
+  };
+  for (auto& [args, needle] : cases) {
+    SCOPED_TRACE(args);
+    expect_program_error(run_program(train_cpu + args, dir), needle);
+    EXPECT_EQ(snapshot(run), before) << "a refused resume changed the run";
+  }
+}

@@ -13,7 +13,11 @@
 // Saving never damages an earlier checkpoint: both files are written into
 // ckpt_<step>.tmp/, which is renamed to ckpt_<step> when complete, and only
 // then is `latest` replaced (atomically) to name it, like llm.c's DONE marker.
-// docs/formats.md ("Checkpoints") lists every tensor and metadata key.
+// A step saved again waits as ckpt_<step>.old until `latest` is replaced, and
+// the loader takes it (or the newest complete checkpoint) when a save was
+// killed in between: every state on disk loads. docs/formats.md
+// ("Checkpoints") lists every tensor and metadata key and the protocol's
+// guarantees.
 #pragma once
 #include <array>
 #include <cmath>
@@ -54,8 +58,10 @@ struct TrainState {
 std::string checkpoint_name(long long step);  // "ckpt_100"
 
 // --resume / --ckpt argument -> checkpoint directory: an output directory
-// (the checkpoint its `latest` names) or a checkpoint directory itself (or
-// its model.safetensors). Throws naming what is missing.
+// (the checkpoint its `latest` names; when that is missing or incomplete,
+// its .old copy or the newest complete checkpoint, with a note on stderr) or
+// a checkpoint directory itself (or its model.safetensors). Throws naming
+// what is missing.
 std::string resolve_checkpoint(const std::string& path);
 // The run directory a checkpoint directory belongs to (its parent).
 std::string checkpoint_run_dir(const std::string& ckpt_dir);
