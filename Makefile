@@ -1,6 +1,6 @@
 # Adaptive per-token computation: CPU (Eigen + OpenMP) and CUDA build.
 #
-#   make              CPU programs (train_cpu, tokenize, eval, generate, bench)
+#   make              CPU programs (train_cpu, tokenize, eval, generate, bench_cpu, bench_tokenizer, ...)
 #   make test         build and run every GoogleTest suite (no GPU needed)
 #   make train_cpu    the CPU trainer
 #   make bench        CPU throughput benchmark
@@ -70,7 +70,7 @@ $(BUILD)/tests/%.o: tests/%.cpp | check-deps check-gtest
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
 $(BUILD)/run_tests: $(TEST_OBJS) $(LIB)
-	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)
+	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main -lz $(LDLIBS)
 
 # GTEST_ARGS can select suites, e.g. make test GTEST_ARGS=--gtest_filter='GradCheck*'
 # The workflow tests run the programs as subprocesses from $(BIN).

@@ -3,10 +3,12 @@
 // bytes and on the corpus, and the file format's validation errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -114,6 +116,79 @@ TEST(BpeTrain, DeterministicAndMergesNeverCrossChunks) {
   EXPECT_EQ(tok.encode(sample), by_chunk);
 }
 
+// The simple trainer the incremental one must equal: recount every pair of
+// every word at each step, merge the most frequent allowed pair (ties: the
+// smallest pair) left to right everywhere, stop when none occurs twice.
+std::vector<BpeMerge> reference_train_bpe(const std::string& text, uint32_t vocab_size) {
+  std::map<std::string_view, int64_t> chunk_counts;
+  for (std::string_view chunk : pretokenize(text)) ++chunk_counts[chunk];
+  std::vector<std::pair<std::vector<int32_t>, int64_t>> words;
+  for (const auto& [chunk, count] : chunk_counts) {
+    std::vector<int32_t> syms;
+    for (char c : chunk) syms.push_back(static_cast<unsigned char>(c));
+    words.push_back({syms, count});
+  }
+  std::vector<BpeMerge> merges;
+  std::vector<size_t> len(256, 1);
+  while (256 + merges.size() < vocab_size) {
+    std::map<std::pair<int32_t, int32_t>, int64_t> counts;
+    for (const auto& [syms, count] : words) {
+      for (size_t i = 0; i + 1 < syms.size(); ++i) counts[{syms[i], syms[i + 1]}] += count;
+    }
+    std::pair<int32_t, int32_t> best{-1, -1};
+    int64_t best_count = 0;
+    for (const auto& [pair, count] : counts) {  // in increasing pair order: the first maximum wins ties
+      if (count > best_count && len[pair.first] + len[pair.second] <= kMaxTokenBytes) {
+        best = pair;
+        best_count = count;
+      }
+    }
+    if (best_count < 2) break;
+    const int32_t id = int32_t(256 + merges.size());
+    merges.push_back({best.first, best.second});
+    len.push_back(len[best.first] + len[best.second]);
+    for (auto& [syms, count] : words) {
+      std::vector<int32_t> out;
+      for (size_t i = 0; i < syms.size();) {
+        if (i + 1 < syms.size() && syms[i] == best.first && syms[i + 1] == best.second) {
+          out.push_back(id);
+          i += 2;
+        } else {
+          out.push_back(syms[i++]);
+        }
+      }
+      syms = out;
+    }
+  }
+  return merges;
+}
+
+TEST(BpeTrain, MatchesSimpleReference) {
+  std::mt19937 rng(99);
+  const std::string kjv = slurp(data_dir() + "/kjv.txt");
+  ASSERT_GT(kjv.size(), 100000u);
+  for (int trial = 0; trial < 40; ++trial) {
+    std::string text;
+    const int len = std::uniform_int_distribution<int>(1, 3000)(rng);
+    switch (trial % 4) {
+      case 0:  // a slice of the corpus
+        text = kjv.substr(rng() % (kjv.size() - 3000), len);
+        break;
+      case 1:  // short words over a small alphabet
+        for (int i = 0; i < len; ++i) text += " abc"[rng() % 4];
+        break;
+      case 2:  // one long word over a small alphabet
+        for (int i = 0; i < len; ++i) text += "ab"[rng() % 2];
+        break;
+      default:  // runs of one letter, long enough to meet the token length limit
+        for (int i = 0; i < len; ++i) text += (rng() % 300 == 0) ? ' ' : 'a';
+        break;
+    }
+    const uint32_t vocab = 256 + std::uniform_int_distribution<uint32_t>(0, 200)(rng);
+    ASSERT_EQ(train_bpe(text, vocab), reference_train_bpe(text, vocab)) << "trial " << trial;
+  }
+}
+
 TEST(BpeTrain, ShippedKjvVocabularyIsReproducible) {
   // data/kjv_bpe4096.txt was written by
   //   ./tokenize --train-bpe 4096 --bpe-out data/kjv_bpe4096.txt data/kjv.txt
@@ -192,6 +267,66 @@ TEST(BpeFile, ValidationErrors) {
   std::remove(path.c_str());
   // And through load_tokenizer, which names the path.
   expect_error([&] { load_tokenizer(path + ".nope"); }, "tokenizer not found");
+}
+
+// Issue 14: files that would exhaust memory are refused at load, naming the
+// file and the line.
+TEST(BpeFile, RefusesMergeBombsAndAbsurdSizes) {
+  const std::string path = temp_path("bomb.txt");
+  // A chain of merges doubles a token at each line: 2, 4, ..., 256 bytes are
+  // allowed (8 merges, lines 2..9); the 512-byte token of line 10 is not.
+  std::string bomb = "ada-bpe 1 300\n97 97\n";
+  for (int id = 256; id < 256 + 43; ++id) bomb += std::to_string(id) + " " + std::to_string(id) + "\n";
+  write_text(path, bomb);
+  expect_error([&] { load_bpe(path); },
+               path + " line 10: merge 263 263 makes a token of 512 bytes, above the limit of 256");
+  // The same chain built in memory.
+  std::vector<BpeMerge> chain = {{'a', 'a'}};
+  for (int32_t id = 256; id < 256 + 8; ++id) chain.push_back({id, id});
+  expect_error([&] { BpeTokenizer{chain}; }, "BPE merge 8 makes a token of 512 bytes, above the limit of 256");
+  chain.pop_back();
+  EXPECT_EQ(BpeTokenizer(chain).decode_token(263), std::string(256, 'a'));  // exactly the limit is fine
+  // Vocabulary sizes above the limit, in the header or in memory.
+  write_text(path, "ada-bpe 1 2147483647\n97 98\n");
+  expect_error([&] { load_bpe(path); }, path + " line 1: vocabulary size 2147483647 is above the limit of 262144");
+  write_text(path, "ada-bpe 1 262145\n97 98\n");
+  expect_error([&] { load_bpe(path); }, "vocabulary size 262145 is above the limit of 262144");
+  expect_error([] { BpeTokenizer(std::vector<BpeMerge>(kMaxBpeVocab - 255, BpeMerge{0, 0})); },
+               "BPE vocabulary of 262145 tokens is above the limit of 262144");
+  expect_error([] { train_bpe("abc", kMaxBpeVocab + 1); }, "above the limit of 262144");
+  // More merge lines than the header announces: refused at the first extra line.
+  write_text(path, "ada-bpe 1 257\n97 98\n97 99\n" + std::string(1000, '\n'));
+  expect_error([&] { load_bpe(path); }, path + " line 3: more merges than the header's vocabulary size 257 allows (1)");
+  // A line with a great many fields is one malformed line.
+  std::string many = "ada-bpe 1 257\n";
+  for (int i = 0; i < (1 << 19); ++i) many += "7 ";
+  write_text(path, many + "\n");
+  expect_error([&] { load_bpe(path); }, path + " line 2: expected two token ids");
+  // A file above the size limit is refused before it is read (a sparse file).
+  write_text(path, "");
+  ASSERT_EQ(::truncate(path.c_str(), off_t(kMaxTokenizerFileBytes) + 1), 0);
+  expect_error([&] { load_bpe(path); }, "is 67108865 bytes, above the limit of 67108864 for a tokenizer file");
+  std::remove(path.c_str());
+  // An endless device is read no further than the limit; a folder is named as one.
+  expect_error([] { load_bpe("/dev/zero"); }, "BPE file /dev/zero is larger than the limit of 67108864 bytes");
+  expect_error([] { load_bpe(testing::TempDir()); }, "is a folder, not a file");
+}
+
+TEST(BpeTrain, NeverMakesTokensAboveTheLengthLimit) {
+  // One chunk of 5000 'a's: unbounded training would make "a" * 2^k tokens
+  // up to 4096 bytes. The trainer stops each chain at kMaxTokenBytes, and the
+  // file it writes loads again.
+  const auto merges = train_bpe(std::string(5000, 'a') + " " + std::string(5000, 'a'), 400);
+  BpeTokenizer tok(merges);
+  size_t longest = 0;
+  for (uint32_t id = 0; id < tok.vocab_size(); ++id) longest = std::max(longest, tok.decode_token(id).size());
+  EXPECT_EQ(longest, kMaxTokenBytes);
+  const std::string path = temp_path("long_tokens.txt");
+  save_bpe(path, merges);
+  EXPECT_EQ(load_bpe(path), merges);
+  std::remove(path.c_str());
+  const std::string text(3000, 'a');
+  EXPECT_EQ(tok.decode(tok.encode(text)), text);
 }
 
 TEST(BpeTokenizer, RejectsBadMergesAndIds) {

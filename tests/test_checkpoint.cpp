@@ -186,22 +186,22 @@ TEST(Safetensors, BadFilesGetOneClearMessage) {
   };
   const std::vector<Case> cases = {
       {"{" + ok_entry + ",}", two, "expected a string key at byte"},
-      {"{" + ok_entry + "," + ok_entry + "}", two, "duplicate key \"t\""},
+      {"{" + ok_entry + "," + ok_entry + "}", two, "duplicate key 't'"},
       {"[1, 2]", "", "not a JSON object"},
-      {"{\"t\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", two, "unknown dtype F33"},
+      {"{\"t\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", two, "unknown dtype 'F33'"},
       {"{\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", two, "needs 12"},
       {"{\"t\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", two, "not a non-negative integer"},
       {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", two, "begin <= end"},
       {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2]}}", two, "needs dtype, shape and data_offsets"},
-      {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", two, "unknown field x"},
+      {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", two, "unknown field 'x'"},
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
        "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
        two, "overlaps"},
-      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", two, "gap in the data before tensor a"},
-      {"{\"__metadata__\":{\"k\":1}," + ok_entry + "}", two, "metadata value of \"k\" is not a string"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", two, "gap in the data before tensor 'a'"},
+      {"{\"__metadata__\":{\"k\":1}," + ok_entry + "}", two, "metadata value of 'k' is not a string"},
       {"{" + ok_entry + "}", two + "xx", "2 unexpected bytes after its last tensor"},
       {"{" + ok_entry + "}", two.substr(0, 5),
-       "is truncated: tensor t needs bytes " + std::to_string(8 + 64) + ".." + std::to_string(8 + 64 + 8) +
+       "is truncated: tensor 't' needs bytes " + std::to_string(8 + 64) + ".." + std::to_string(8 + 64 + 8) +
            " but the file has " + std::to_string(8 + 64 + 5)},
   };
   for (auto& c : cases) {
@@ -440,7 +440,7 @@ TEST(Checkpoint, ResolvesRunAndCheckpointDirectories) {
   write_bytes(out + "/latest", "ckpt_9\n");
   EXPECT_EQ(resolve_checkpoint(out), out + "/ckpt_2");
   ASSERT_EQ(std::system(("rm -r " + out + "/ckpt_1 " + out + "/ckpt_2").c_str()), 0);
-  expect_error([&] { resolve_checkpoint(out); }, {"latest names ckpt_9", "does not exist", "no other complete checkpoint"});
+  expect_error([&] { resolve_checkpoint(out); }, {"latest names 'ckpt_9'", "does not exist", "no other complete checkpoint"});
   write_bytes(out + "/latest", "");
   expect_error([&] { resolve_checkpoint(out); }, {"latest is empty"});
 }
@@ -507,7 +507,7 @@ TEST(Checkpoint, ForgedTensorsAreRejected) {
   forge("", "layers.0.mlp.w_down.weight", "");
   expect_error(load, {"tensor layers.0.mlp.w_down.weight of shape [384] but the model expects [16, 24]"});
   forge("", "", "gate.weight");
-  expect_error(load, {"has tensor gate.weight, which the model does not have"});
+  expect_error(load, {"has tensor 'gate.weight', which the model does not have"});
   write_raw(dir + "/model.safetensors", "{\"__metadata__\":{\"format\":\"other\"}}   ", "");
   expect_error(load, {"is not an ada checkpoint"});
 }

@@ -296,7 +296,7 @@ TEST(CheckpointMetadata, TensorsMustMatchTheDescribedModel) {
                                                          "the file holds only 19648 bytes of tensors"});
   write_changed(victim, "layers.1.attn.wo.weigth", {16, 16}, Dtype::F32, false);
   expect_error([&] { load_checkpoint_model(be, bad); },
-               {"has tensor layers.1.attn.wo.weigth, which the model does not have"});
+               {"has tensor 'layers.1.attn.wo.weigth', which the model does not have"});
   write_changed(victim, victim, {16, 17}, Dtype::F32, false);
   expect_error([&] { load_checkpoint_model(be, bad); }, {"has tensor " + victim + " of shape [16, 17] but the model expects [16, 16]"});
   write_changed(victim, victim, {16, 16}, Dtype::F64, false);

@@ -75,7 +75,7 @@ TEST(Dataset, TextFileSplitsTheLastFraction) {
   const auto train = read_all(*ds.train), val = read_all(*ds.val);
   EXPECT_EQ(std::string(train.begin(), train.end()), text.substr(0, 90));
   EXPECT_EQ(std::string(val.begin(), val.end()), text.substr(90));
-  EXPECT_EQ(ds.train->vocab_bound(), 256u);
+  EXPECT_EQ(ds.val->locate(3), "position 93 of the tokens of " + path);
   EXPECT_NE(ds.description.find("train 90 tokens, val 10 tokens"), std::string::npos) << ds.description;
 
   EXPECT_EQ(open_dataset(path, &bytes, 0.0).val->size(), 0u);
@@ -155,16 +155,18 @@ TEST(Dataset, CheckVocabNamesTheFirstBadToken) {
                "my data: token id 300 at position 3 is outside the vocabulary (size 256)");
   VectorTokens negative({0, -2});
   expect_error([&] { check_vocab(negative, 256); }, "token id -2 at position 1");
-  // A source whose bound already guarantees the check returns without reading.
-  VectorTokens bounded({0, 1}, 100);
-  check_vocab(bounded, 100);
+  // A passed scan is remembered as the largest id + 1, never more.
+  check_vocab(ok, 100);
+  EXPECT_EQ(ok.scanned_below, 4u);
+  expect_error([&] { check_vocab(ok, 3); }, "token id 3 at position 2 is outside the vocabulary (size 3)");
 
   // Through open_dataset: shards written for a bigger vocabulary, opened with
   // the bytes tokenizer.
   const std::string dir = temp_dir("vocab");
   write_shard(dir + "/x_train_000000.bin", {1, 2, 3, 4096, 7}, 5000);
   ByteTokenizer bytes;
-  expect_error([&] { open_dataset(dir, &bytes, 0.2); }, "token id 4096 at position 3 is outside the vocabulary (size 256)");
+  expect_error([&] { open_dataset(dir, &bytes, 0.2); }, "token id 4096 at position 3 of shard " + dir +
+                                                            "/x_train_000000.bin is outside the vocabulary (size 256)");
   EXPECT_EQ(open_dataset(dir, nullptr, 0.2).train->size(), 4u);
 }
 

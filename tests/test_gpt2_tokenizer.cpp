@@ -258,5 +258,91 @@ TEST(Gpt2Tokenizer, LoadErrors) {
   expect_error([] { gpt2().decode_token(50257); }, "outside the gpt2 vocabulary");
 }
 
+// A small GPT-2 tokenizer folder: the 256 byte tokens, then `extra` tokens
+// (raw bytes), then <|endoftext|>; vocab.bpe holds `merges` (raw bytes, one
+// pair per entry), in rank order.
+std::string write_small_gpt2(const std::string& name, const std::vector<std::string>& extra,
+                             const std::vector<std::pair<std::string, std::string>>& merges) {
+  const std::string dir = testing::TempDir() + "ada_gpt2_" + name + "_" + std::to_string(::getpid());
+  EXPECT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  // Bytes -> GPT-2's token string, UTF-8 (all mapped code points are below U+0800).
+  const auto token_string = [](const std::string& bytes) {
+    std::string out;
+    for (unsigned char b : bytes) {
+      const uint32_t cp = gpt2_byte_to_unicode(b);
+      if (cp < 0x80) {
+        out += char(cp);
+      } else {
+        out += char(0xC0 | (cp >> 6));
+        out += char(0x80 | (cp & 0x3F));
+      }
+    }
+    return out;
+  };
+  const auto json_key = [&](const std::string& bytes) {
+    std::string out = "\"";
+    for (char c : token_string(bytes)) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out + "\": ";
+  };
+  std::string json = "{";
+  int id = 0;
+  for (int b = 0; b < 256; ++b) json += json_key(std::string(1, char(b))) + std::to_string(id++) + ", ";
+  for (const std::string& t : extra) json += json_key(t) + std::to_string(id++) + ", ";
+  json += "\"<|endoftext|>\": " + std::to_string(id) + "}";
+  std::ofstream(dir + "/encoder.json", std::ios::binary) << json;
+  std::string bpe = "#version: 0.2\n";
+  for (const auto& [left, right] : merges) bpe += token_string(left) + " " + token_string(right) + "\n";
+  std::ofstream(dir + "/vocab.bpe", std::ios::binary) << bpe;
+  return dir;
+}
+
+void remove_small_gpt2(const std::string& dir) {
+  std::remove((dir + "/encoder.json").c_str());
+  std::remove((dir + "/vocab.bpe").c_str());
+  ::rmdir(dir.c_str());
+}
+
+// Issue 14: absurd sizes and repeated merges are refused with the file and line.
+TEST(Gpt2Tokenizer, LoadRefusesAbsurdFiles) {
+  // A valid small folder loads and merges.
+  std::string dir = write_small_gpt2("ok", {"ab", "abc"}, {{"a", "b"}, {"ab", "c"}});
+  EXPECT_EQ(load_tokenizer(dir)->encode("abc"), (Ids{257}));
+  remove_small_gpt2(dir);
+  // A repeated merge.
+  dir = write_small_gpt2("dup", {"ab"}, {{"a", "b"}, {"a", "b"}});
+  expect_error([&] { load_tokenizer(dir); }, "vocab.bpe " + dir + "/vocab.bpe line 3: duplicate merge");
+  remove_small_gpt2(dir);
+  // A token longer than kMaxTokenBytes (257 bytes; 256 would be fine).
+  dir = write_small_gpt2("long", {std::string(256, 'a'), std::string(257, 'a')}, {});
+  expect_error([&] { load_tokenizer(dir); }, "encoder.json: token 257 is 257 bytes long, above the limit of 256");
+  remove_small_gpt2(dir);
+  // More merges than tokens: every pair of "a" runs whose join is a token.
+  std::vector<std::string> runs;
+  std::vector<std::pair<std::string, std::string>> merges;
+  for (int n = 2; n <= 40; ++n) runs.push_back(std::string(n, 'a'));
+  for (int i = 1; i < 40; ++i) {
+    for (int j = 1; i + j <= 40; ++j) merges.push_back({std::string(i, 'a'), std::string(j, 'a')});
+  }
+  dir = write_small_gpt2("many", runs, merges);  // 296 tokens, 780 merges
+  expect_error([&] { load_tokenizer(dir); }, "vocab.bpe line 298: more merges than the 296 tokens of encoder.json");
+  remove_small_gpt2(dir);
+  // A vocabulary above kMaxBpeVocab.
+  std::vector<std::string> names;
+  for (uint32_t i = 0; i < kMaxBpeVocab - 256; ++i) names.push_back("t" + std::to_string(i));
+  dir = write_small_gpt2("huge", names, {});
+  expect_error([&] { load_tokenizer(dir); }, "encoder.json: 262145 tokens, above the limit of 262144");
+  // A file above the size limit is refused before it is read (a sparse file).
+  ASSERT_EQ(::truncate((dir + "/encoder.json").c_str(), off_t(kMaxTokenizerFileBytes) + 1), 0);
+  expect_error([&] { load_tokenizer(dir); },
+               "GPT-2 encoder.json " + dir + "/encoder.json is 67108865 bytes, above the limit of 67108864");
+  remove_small_gpt2(dir);
+  // An endless device is read no further than the limit.
+  expect_error([] { Gpt2Tokenizer("/dev/zero", "/dev/null"); },
+               "GPT-2 encoder.json /dev/zero is larger than the limit of 67108864 bytes");
+}
+
 }  // namespace
 }  // namespace ada

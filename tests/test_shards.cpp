@@ -81,7 +81,7 @@ TEST(Shards, Uint16RoundTripAndHeader) {
   ShardTokens shard(path);
   EXPECT_EQ(shard.size(), 1000u);
   EXPECT_EQ(shard.bytes_per_token(), 2);
-  EXPECT_EQ(shard.vocab_bound(), 50257u);
+  EXPECT_EQ(shard.header_vocab(), 50257u);
   EXPECT_EQ(read_all(shard), tokens);
   int32_t part[5];
   shard.read(997, 3, part);
@@ -106,7 +106,7 @@ TEST(Shards, Uint32RoundTripForLargeVocabularies) {
   EXPECT_EQ(h[2], 778);
   ShardTokens shard(path);
   EXPECT_EQ(shard.bytes_per_token(), 4);
-  EXPECT_EQ(shard.vocab_bound(), 200000u);
+  EXPECT_EQ(shard.header_vocab(), 200000u);
   EXPECT_EQ(read_all(shard), tokens);
 }
 
@@ -132,7 +132,9 @@ TEST(Shards, MultiShardConcatenatesInSortedOrder) {
   EXPECT_EQ(train->num_shards(), 3u);
   EXPECT_EQ(train->shard(0).path(), dir + "/d_train_000000.bin");
   EXPECT_EQ(train->size(), 36u);
-  EXPECT_EQ(train->vocab_bound(), 300u);
+  EXPECT_EQ(train->shard(2).header_vocab(), 300u);
+  EXPECT_EQ(train->locate(10), "position 0 of shard " + dir + "/d_train_000001.bin");  // shards of 10, 1, 25
+  EXPECT_EQ(train->locate(12), "position 1 of shard " + dir + "/d_train_000002.bin");
   EXPECT_EQ(read_all(*train), all);
   // Reads that cross one and two shard boundaries.
   for (size_t start : {0u, 8u, 9u, 10u, 11u}) {

@@ -289,7 +289,7 @@ TEST(Data, TokenIdsOutsideTheVocabularyAreRejected) {
     std::vector<int32_t> t(500, 3);
     t[123] = bad;
     Dataset d;
-    d.train = std::make_shared<VectorTokens>(t);  // vocabulary unknown: every id is checked
+    d.train = std::make_shared<VectorTokens>(t);
     d.val = std::make_shared<VectorTokens>(std::vector<int32_t>(100, 1));
     expect_error([&] { train(toy_options(dir + "/run", "standard", 5), d); },
                  {"token id " + std::to_string(bad) + " at position 123 is outside the vocabulary (size 23)"});
@@ -548,7 +548,7 @@ TEST(Programs, WorkflowAndBadInput) {
       {eval + " --ckpt " + run + " --seq 65", "--seq 65 is longer than the model context 64"},
       {eval + " --ckpt " + run + " --batch 0", "--batch must be between 1 and 65536 (got 0)"},
       {eval + " --ckpt " + run + " --data " + dir + "/latin1.txt --split all", "is not valid UTF-8"},
-      {eval + " --ckpt " + run + " --data " + dir + "/bad_val_000000.bin", "token id 300 at position 0 is outside the vocabulary"},
+      {eval + " --ckpt " + run + " --data " + dir + "/bad_val_000000.bin", "token id 300 at position 0 of shard " + dir + "/bad_val_000000.bin is outside the vocabulary"},
       {gen + " --ckpt " + run + " --prompt \"$(printf 'ab\\377')\"", "the prompt is not valid UTF-8: byte 0xFF"},
       {gen + " --ckpt " + run + " --prompt hello --max-tokens 100", "is longer than the model context 64"},
       {gen + " --prompt hello", "--ckpt is required"},

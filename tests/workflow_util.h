@@ -73,8 +73,8 @@ inline Dataset toy_data(int vocab = 23, size_t n = 3000) {
   for (size_t i = 0; i < n; i++) t[i] = r.uniform() < 0.8 ? int32_t((i * 7 + i / 5) % vocab) : int32_t(r.below(vocab));
   const size_t n_val = n / 10;
   Dataset d;
-  d.train = std::make_shared<VectorTokens>(std::vector<int32_t>(t.begin(), t.end() - n_val), vocab);
-  d.val = std::make_shared<VectorTokens>(std::vector<int32_t>(t.end() - n_val, t.end()), vocab);
+  d.train = std::make_shared<VectorTokens>(std::vector<int32_t>(t.begin(), t.end() - n_val));
+  d.val = std::make_shared<VectorTokens>(std::vector<int32_t>(t.end() - n_val, t.end()));
   d.description = "toy";
   return d;
 }

@@ -10,6 +10,10 @@
 // Defaults (data, tokenizer, batch, seq, number of batches, validation
 // fraction) are the checkpoint's training options, so that by default the
 // loss equals the run's last logged val_loss.
+// Windows (docs/workflow.md, "Evaluate"): --batches K > 0 takes the trainer's
+// K x B windows of T + 1 tokens, evenly spaced over the split; --batches 0
+// takes consecutive windows of T + 1 tokens with stride T, so every token
+// after the first is a target once (a last partial window is left out).
 #include <omp.h>
 
 #include <cstdio>
@@ -118,7 +122,8 @@ int main(int argc, char** argv) {
     flags.add("--val-fraction", &o.val_fraction, "fraction of a text file that is validation (default: the checkpoint's)");
     flags.add("--batch", &o.batch, "sequences per batch (default: the checkpoint's)", 1, kMaxBatch);
     flags.add("--seq", &o.seq, "tokens per sequence (default: the checkpoint's)", 1, kMaxSeq);
-    flags.add("--batches", &o.batches, "batches: the trainer's evenly spaced windows; 0 = every token once (default: the checkpoint's --eval-batches)",
+    flags.add("--batches", &o.batches, "batches of --batch windows of --seq + 1 tokens, evenly spaced over the split (the trainer's); 0 = "
+              "consecutive windows with stride --seq, every token once (default: the checkpoint's --eval-batches)",
               0, kMaxBatch);
     flags.add("--json", &o.json, "also write the report as JSON to this file");
     flags.add("--method-overrides", &o.overrides,
@@ -174,7 +179,7 @@ int main(int argc, char** argv) {
     std::string what;
     if (o.split == "all") {
       check(is_text_spec(o.data), "--split all needs a text file (for shards, use --split val or train)");
-      src = std::make_shared<VectorTokens>(tokenize_document(read_text_file(o.data), *tok), tok->vocab_size());
+      src = std::make_shared<VectorTokens>(tokenize_document(read_text_file(o.data), *tok), "the tokens of " + o.data);
       what = "all of " + o.data;
     } else {
       Dataset ds = open_dataset(o.data, tok.get(), o.val_fraction);

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     CpuBackend<float> be;
     auto ck = load_checkpoint_model(be, ckpt, overrides);
     auto tok = load_tokenizer(tokenizer.empty() ? ck.meta.tokenizer : tokenizer);
-    prompt_tokens(prompt, *tok, g.max_tokens, ck.meta.cfg.max_seq);  // bad prompts fail before any output
+    prompt_tokens(prompt, *tok, g.max_tokens, ck.meta.cfg.max_seq, ck.meta.cfg.vocab);  // bad prompts fail before any output
     std::fputs(prompt.c_str(), stdout);
     std::fflush(stdout);
     const GenerateResult r = generate(*ck.model, *ck.method, *tok, prompt, g, [](const std::string& text) {

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/common.h"
+#include "core/format.h"
 #include "text/utf8.h"
 
 namespace ada {
@@ -59,6 +60,9 @@ class Parser {
   Json document() {
     const size_t bad = utf8_find_invalid(s_);
     if (bad != std::string_view::npos) error("invalid UTF-8", bad);
+    // A UTF-8 byte order mark (EF BB BF, as some editors write) is skipped,
+    // as RFC 8259 allows; offsets still count from the first byte.
+    if (s_.substr(0, 3) == "\xEF\xBB\xBF") i_ = 3;
     Json v = value(0);
     skip_ws();
     if (i_ != s_.size()) error("unexpected text after the JSON value", i_);
@@ -71,6 +75,12 @@ class Parser {
 
   [[noreturn]] void error(const std::string& what, size_t at) const {
     fail(source_ + ": " + what + " at byte " + std::to_string(at));
+  }
+  // The (whole UTF-8) character at byte i, quoted and escaped for a message.
+  std::string character_at(size_t i) const {
+    size_t n = 1;
+    while (i + n < s_.size() && n < 4 && ((unsigned char)s_[i + n] & 0xC0) == 0x80) n++;
+    return quote_untrusted(s_.substr(i, n));
   }
   void skip_ws() {
     while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) i_++;
@@ -99,7 +109,7 @@ class Parser {
       case 'f': literal("false"), v.type = Json::Type::Bool; break;
       case 'n': literal("null"); break;
       default:
-        if (s_[i_] != '-' && (s_[i_] < '0' || s_[i_] > '9')) error(std::string("unexpected character '") + s_[i_] + "'", i_);
+        if (s_[i_] != '-' && (s_[i_] < '0' || s_[i_] > '9')) error("unexpected character " + character_at(i_), i_);
         number(v);
         break;
     }
@@ -120,7 +130,7 @@ class Parser {
       const size_t key_at = i_;
       if (at_end() || s_[i_] != '"') error("expected a string key", i_);
       std::string key = string();
-      if (!keys.insert(key).second) error("duplicate key \"" + key + "\"", key_at);
+      if (!keys.insert(key).second) error("duplicate key " + quote_untrusted(key), key_at);
       skip_ws();
       expect(':');
       v.members.emplace_back(std::move(key), value(depth + 1));

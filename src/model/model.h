@@ -33,6 +33,7 @@
 #include "model/params.h"
 #include "model/pass_plan.h"
 #include "ops/rope.h"
+#include "text/tokens.h"
 
 namespace ada {
 
@@ -274,8 +275,15 @@ class Model {
   }
 
   // Token embeddings of a host id list: out (n, D) = embed_scale * E[ids].
+  // Every id is checked here, where ids enter the model, so that no bad input
+  // can read past the table (data and prompts are checked earlier, where
+  // they enter the program, with their file and position).
   T* embed(const std::vector<int>& ids, int** d_ids_out = nullptr) {
     const int n = (int)ids.size();
+    const size_t bad = first_outside_vocab(ids.data(), ids.size(), (uint32_t)cfg.vocab);
+    if (bad < ids.size())
+      fail("token id " + std::to_string(ids[bad]) + " (input " + std::to_string(bad) + " of " + std::to_string(n) +
+           ") is outside the model's vocabulary (size " + std::to_string(cfg.vocab) + ")");
     int* d_ids = arena.template alloc<int>(n);
     be.to_device(d_ids, ids.data(), n);
     T* out = alloc((size_t)n * cfg.dim);

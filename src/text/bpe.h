@@ -20,7 +20,9 @@
 //   32 256                merge 1 -> id 257 joins ' ' and id 256 ("th")
 //   ...                   exactly vocab_size - 256 merge lines, each two
 //                         decimal ids that already exist at that line
-//                         (< 256 + line's merge index); no duplicate pairs
+//                         (< 256 + line's merge index); no duplicate pairs;
+//                         vocab_size <= kMaxBpeVocab, and no token longer
+//                         than kMaxTokenBytes bytes
 #pragma once
 #include <array>
 #include <cstdint>
@@ -32,6 +34,22 @@
 #include "text/tokenizer.h"
 
 namespace ada {
+
+// Bounds on every BPE vocabulary, checked when one is loaded or trained, so
+// that a hostile file cannot exhaust memory: a chain of merges ("97 97",
+// "256 256", "257 257", ...) doubles a token's length at each line. GPT-2 has
+// 50,257 tokens of at most 128 bytes; the worst vocabulary within both bounds
+// holds 64 MiB of token bytes.
+constexpr uint32_t kMaxBpeVocab = 1u << 18;  // 262,144 tokens
+constexpr size_t kMaxTokenBytes = 256;
+// A tokenizer file above this size is refused (GPT-2's two files are 1.5 MB).
+constexpr size_t kMaxTokenizerFileBytes = size_t(64) << 20;  // 64 MiB
+
+// Reads a whole tokenizer file of at most kMaxTokenizerFileBytes; also from a
+// pipe or a device, which is read no further than the limit. `what` names the
+// kind of file in errors ("BPE file"): not found, a folder, unreadable, too
+// large, empty.
+std::string read_tokenizer_file(const std::string& path, const std::string& what);
 
 // Adjacent tokens `left` then `right` become token `result`.
 struct BpeRule {
@@ -50,8 +68,11 @@ class BpeEncoder {
   // Pre-tokenizes text and encodes each chunk. Chunks repeat a lot in natural
   // text, so each distinct chunk is encoded once per call (a local cache).
   std::vector<int32_t> encode(std::string_view text) const;
-  // Appends the tokens of one chunk to out. Cost: O(len * merges applied).
+  // Appends the tokens of one chunk to out. Cost: O(len log len).
   void encode_chunk(std::string_view chunk, std::vector<int32_t>& out) const;
+
+  const std::array<int32_t, 256>& byte_ids() const { return byte_ids_; }
+  const std::vector<BpeRule>& rules() const { return rules_; }
 
  private:
   struct Merge {
@@ -61,6 +82,7 @@ class BpeEncoder {
     return (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
   }
   std::array<int32_t, 256> byte_ids_{};
+  std::vector<BpeRule> rules_;  // by rank
   std::unordered_map<uint64_t, Merge> merges_;
 };
 
@@ -74,6 +96,8 @@ struct BpeMerge {
 // frequent adjacent pair over all chunks (counted with chunk multiplicity).
 // Ties go to the smallest (left, right) pair, so the result is deterministic.
 // Stops early, returning fewer merges, when no pair occurs at least twice.
+// A pair whose token would be longer than kMaxTokenBytes is never merged, and
+// vocab_size may not exceed kMaxBpeVocab.
 std::vector<BpeMerge> train_bpe(std::string_view text, uint32_t vocab_size);
 
 // Writes / reads the "ada-bpe" file format above. load_bpe throws ada::Error
@@ -83,8 +107,9 @@ std::vector<BpeMerge> load_bpe(const std::string& path);
 
 class BpeTokenizer : public Tokenizer {
  public:
-  // Throws ada::Error when a merge uses an id that does not exist yet or
-  // repeats an earlier pair.
+  // Throws ada::Error when a merge uses an id that does not exist yet,
+  // repeats an earlier pair or makes a token longer than kMaxTokenBytes, or
+  // when there are more than kMaxBpeVocab - 256 merges.
   explicit BpeTokenizer(std::vector<BpeMerge> merges);
 
   std::vector<int32_t> encode(const std::string& text) const override;
@@ -92,6 +117,7 @@ class BpeTokenizer : public Tokenizer {
   uint32_t vocab_size() const override { return uint32_t(token_bytes_.size()); }
   std::string name() const override { return "bpe" + std::to_string(vocab_size()); }
   const std::vector<BpeMerge>& merges() const { return merges_; }
+  const BpeEncoder& encoder() const { return encoder_; }
 
  private:
   std::vector<BpeMerge> merges_;

@@ -24,21 +24,25 @@ void SliceTokens::read(size_t start, size_t n, int32_t* out) const {
   base_->read(begin_ + start, n, out);
 }
 
+std::string SliceTokens::locate(size_t pos) const { return base_->locate(begin_ + pos); }
+
 void check_vocab(const TokenSource& source, uint32_t vocab_size, const std::string& what) {
-  const uint32_t bound = source.vocab_bound();
-  if (bound != 0 && bound <= vocab_size) return;  // guaranteed by construction
+  // This object's own earlier scan already found every id below the bound.
+  if (source.scanned_below != 0 && source.scanned_below <= vocab_size) return;
   const size_t block = 1 << 20;
   std::vector<int32_t> buf(std::min(block, source.size()));
+  int32_t max_id = 0;
   for (size_t start = 0; start < source.size(); start += block) {
     const size_t n = std::min(block, source.size() - start);
     source.read(start, n, buf.data());
-    for (size_t i = 0; i < n; ++i) {
-      if (buf[i] < 0 || uint32_t(buf[i]) >= vocab_size) {
-        fail(what + ": token id " + std::to_string(buf[i]) + " at position " + std::to_string(start + i) +
-             " is outside the vocabulary (size " + std::to_string(vocab_size) + ")");
-      }
+    const size_t bad = first_outside_vocab(buf.data(), n, vocab_size);
+    if (bad < n) {
+      fail(what + ": token id " + std::to_string(buf[bad]) + " at " + source.locate(start + bad) +
+           " is outside the vocabulary (size " + std::to_string(vocab_size) + ")");
     }
+    for (size_t i = 0; i < n; ++i) max_id = std::max(max_id, buf[i]);
   }
+  source.scanned_below = uint32_t(max_id) + 1;
 }
 
 std::string read_text_file(const std::string& path) {
@@ -160,7 +164,7 @@ Dataset open_dataset(const std::string& spec, const Tokenizer* tokenizer, double
           "dataset not found: " + spec + " (expected a text file, a .bin shard, a glob pattern or a directory)");
     check(tokenizer != nullptr, "a text dataset needs a tokenizer: " + spec);
     const std::string text = read_text_file(spec);
-    auto all = std::make_shared<VectorTokens>(tokenize_document(text, *tokenizer), tokenizer->vocab_size());
+    auto all = std::make_shared<VectorTokens>(tokenize_document(text, *tokenizer), "the tokens of " + spec);
     split(ds, all, val_fraction);
     ds.description = "text " + spec + " (" + std::to_string(text.size()) + " bytes) tokenized with " +
                      tokenizer->name() + ": " + std::to_string(all->size()) + " tokens";

@@ -34,10 +34,13 @@ struct Dataset {
 // val_fraction must be in [0, 1). Throws ada::Error naming the problem.
 Dataset open_dataset(const std::string& spec, const Tokenizer* tokenizer, double val_fraction = 0.1);
 
-// Throws ada::Error naming the first token id outside [0, vocab_size) and its
-// position. Returns at once when source.vocab_bound() already guarantees it
-// (e.g. a shard whose header records a vocabulary <= vocab_size); otherwise
-// one pass over the data. `what` names the source in the message.
+// Throws ada::Error naming the first token id outside [0, vocab_size), its
+// file and position (source.locate), e.g. "training data d: token id 16628 at
+// position 5 of shard d/x_train_000000.bin is outside the vocabulary (size
+// 256)". One pass over the data, read as the model will read it; nothing a
+// file says about itself (a shard header's vocabulary) is trusted. A second
+// call on the same object with a vocabulary at least as large as the ids
+// found costs nothing (TokenSource::scanned_below). `what` names the source.
 void check_vocab(const TokenSource& source, uint32_t vocab_size, const std::string& what = "dataset");
 
 // Reads a whole text file; throws ada::Error if it is missing, empty or not
@@ -58,7 +61,7 @@ class SliceTokens : public TokenSource {
   SliceTokens(std::shared_ptr<const TokenSource> base, size_t begin, size_t n);
   size_t size() const override { return n_; }
   void read(size_t start, size_t n, int32_t* out) const override;
-  uint32_t vocab_bound() const override { return base_->vocab_bound(); }
+  std::string locate(size_t pos) const override;  // the base's position
 
  private:
   std::shared_ptr<const TokenSource> base_;

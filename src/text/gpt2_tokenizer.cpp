@@ -3,12 +3,11 @@
 #include "text/gpt2_tokenizer.h"
 
 #include <cstdint>
-#include <fstream>
-#include <sstream>
-#include <sys/stat.h>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/common.h"
+#include "core/format.h"
 #include "core/json.h"
 #include "text/utf8.h"
 
@@ -22,24 +21,6 @@ uint32_t gpt2_byte_to_unicode(uint8_t b) {
   for (uint32_t c = 0; c < b; ++c) n += !printable(c);
   return 256 + n;
 }
-
-namespace {
-
-std::string read_file(const std::string& path, const std::string& what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    struct stat st;
-    check(stat(path.c_str(), &st) == 0, what + " not found: " + path);
-    fail("cannot read " + what + ": " + path);
-  }
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string data = ss.str();
-  check(!data.empty(), what + " is empty: " + path);
-  return data;
-}
-
-}  // namespace
 
 std::vector<std::pair<std::string, int64_t>> parse_json_string_to_int(const std::string& json,
                                                                       const std::string& what) {
@@ -76,8 +57,10 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_path, const std::string&
 
   // encoder.json: token string -> id. Ids must be exactly 0..n-1.
   const std::string what = "GPT-2 encoder.json " + encoder_path;
-  const auto entries = parse_json_string_to_int(read_file(encoder_path, "GPT-2 encoder.json"), what);
+  const auto entries = parse_json_string_to_int(read_tokenizer_file(encoder_path, "GPT-2 encoder.json"), what);
   check(!entries.empty(), what + ": no tokens");
+  check(entries.size() <= kMaxBpeVocab, what + ": " + std::to_string(entries.size()) +
+                                            " tokens, above the limit of " + std::to_string(kMaxBpeVocab));
   token_bytes_.assign(entries.size(), std::string());
   std::vector<bool> have(entries.size(), false);
   std::unordered_map<std::string, int32_t> id_of;  // raw bytes -> id
@@ -94,6 +77,9 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_path, const std::string&
     }
     check(to_bytes(key, bytes), what + ": token " + std::to_string(id) +
                                     " uses a character outside GPT-2's byte-to-unicode map");
+    check(bytes.size() <= kMaxTokenBytes, what + ": token " + std::to_string(id) + " is " +
+                                              std::to_string(bytes.size()) + " bytes long, above the limit of " +
+                                              std::to_string(kMaxTokenBytes));
     token_bytes_[id] = bytes;
     id_of.emplace(bytes, int32_t(id));
   }
@@ -107,11 +93,13 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_path, const std::string&
   }
 
   // vocab.bpe: "#version" line, then "A B" per line in rank order.
-  const std::string vdata = read_file(vocab_path, "GPT-2 vocab.bpe");
+  const std::string vdata = read_tokenizer_file(vocab_path, "GPT-2 vocab.bpe");
   std::vector<BpeRule> rules;
+  std::unordered_set<uint64_t> seen;  // (left, right) pairs, to refuse repeats
   std::string left, right;
   size_t line_no = 0;
-  for (size_t i = 0; i < vdata.size();) {
+  const size_t bom = vdata.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;  // a UTF-8 byte order mark is skipped
+  for (size_t i = bom; i < vdata.size();) {
     size_t nl = vdata.find('\n', i);
     if (nl == std::string::npos) nl = vdata.size();
     std::string_view line = std::string_view(vdata).substr(i, nl - i);
@@ -120,8 +108,8 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_path, const std::string&
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line_no == 1) {
       check(line.substr(0, 8) == "#version", "GPT-2 vocab.bpe " + vocab_path +
-                                                 ": first line should be '#version: 0.2', found '" +
-                                                 std::string(line.substr(0, 40)) + "'");
+                                                 ": first line should be '#version: 0.2', found " +
+                                                 quote_untrusted(line, 40));
       continue;
     }
     if (line.empty()) continue;
@@ -135,6 +123,12 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_path, const std::string&
     auto a = id_of.find(left), b = id_of.find(right), ab = id_of.find(left + right);
     check(a != id_of.end() && b != id_of.end() && ab != id_of.end(),
           where + "merge of tokens that are not in encoder.json");
+    // Every merge of a trained BPE makes a new token, so there are fewer
+    // merges than tokens.
+    check(rules.size() < token_bytes_.size(), where + "more merges than the " +
+                                                  std::to_string(token_bytes_.size()) + " tokens of encoder.json");
+    check(seen.insert((uint64_t(uint32_t(a->second)) << 32) | uint32_t(b->second)).second,
+          where + "duplicate merge (the same pair as an earlier line)");
     rules.push_back({a->second, b->second, ab->second});
   }
   check(!rules.empty(), "GPT-2 vocab.bpe " + vocab_path + ": no merges");

@@ -38,6 +38,7 @@ class Gpt2Tokenizer : public Tokenizer {
   uint32_t vocab_size() const override { return uint32_t(token_bytes_.size()); }
   int32_t eot_id() const override { return eot_; }
   std::string name() const override { return "gpt2"; }
+  const BpeEncoder& encoder() const { return encoder_; }
 
  private:
   std::vector<std::string> token_bytes_;  // id -> raw bytes

@@ -124,11 +124,7 @@ ShardTokens::ShardTokens(const std::string& path) : path_(path) {
   }
   n_tokens_ = size_t(header[2]);
   tokens_ = static_cast<const unsigned char*>(map_) + kShardHeaderBytes;
-  if (header[3] > 0) {
-    vocab_bound_ = uint32_t(header[3]);
-  } else {
-    vocab_bound_ = token_bytes_ == 2 ? 65536 : 0;
-  }
+  header_vocab_ = header[3] > 0 ? uint32_t(header[3]) : 0;
 }
 
 ShardTokens::~ShardTokens() {
@@ -144,28 +140,44 @@ void ShardTokens::read(size_t start, size_t n, int32_t* out) const {
     for (size_t i = 0; i < n; ++i) out[i] = p[i];
   } else {
     const uint32_t* p = reinterpret_cast<const uint32_t*>(tokens_) + start;
-    for (size_t i = 0; i < n; ++i) out[i] = int32_t(p[i]);
+    for (size_t i = 0; i < n; ++i) {
+      // int32_t(0xFFFFFFFF) would be -1, which a Batch reads as "no target".
+      if (p[i] > uint32_t(INT32_MAX)) {
+        fail("token shard " + path_ + ": token id " + std::to_string(p[i]) + " at " + locate(start + i) +
+             " is larger than any vocabulary (the file is damaged)");
+      }
+      out[i] = int32_t(p[i]);
+    }
   }
+}
+
+std::string ShardTokens::locate(size_t pos) const {
+  return "position " + std::to_string(pos) + " of shard " + path_;
 }
 
 MultiShardTokens::MultiShardTokens(const std::vector<std::string>& paths) {
   check(!paths.empty(), "no token shards given");
   offsets_.push_back(0);
-  bool all_known = true;
   for (const std::string& p : paths) {
     shards_.push_back(std::make_unique<ShardTokens>(p));
     offsets_.push_back(offsets_.back() + shards_.back()->size());
-    const uint32_t b = shards_.back()->vocab_bound();
-    all_known = all_known && b > 0;
-    vocab_bound_ = std::max(vocab_bound_, b);
   }
-  if (!all_known) vocab_bound_ = 0;
+}
+
+size_t MultiShardTokens::shard_of(size_t pos) const {
+  // The last shard whose offset is <= pos (empty shards are skipped over).
+  return size_t(std::upper_bound(offsets_.begin(), offsets_.end(), pos) - offsets_.begin()) - 1;
+}
+
+std::string MultiShardTokens::locate(size_t pos) const {
+  if (pos >= size()) return TokenSource::locate(pos);
+  const size_t s = shard_of(pos);
+  return shards_[s]->locate(pos - offsets_[s]);
 }
 
 void MultiShardTokens::read(size_t start, size_t n, int32_t* out) const {
   check(start + n <= size(), "token read past the end of the shards");
-  // The shard holding `start`: the last one whose offset is <= start.
-  size_t s = size_t(std::upper_bound(offsets_.begin(), offsets_.end(), start) - offsets_.begin()) - 1;
+  size_t s = shard_of(start);
   while (n > 0) {
     const size_t local = start - offsets_[s];
     const size_t m = std::min(n, shards_[s]->size() - local);

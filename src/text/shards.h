@@ -49,9 +49,13 @@ class ShardTokens : public TokenSource {
   ShardTokens& operator=(const ShardTokens&) = delete;
 
   size_t size() const override { return n_tokens_; }
+  // Throws naming the file and position for a uint32 id above INT32_MAX.
   void read(size_t start, size_t n, int32_t* out) const override;
-  // Header word [3] if set; otherwise 65536 for uint16 shards, 0 for uint32.
-  uint32_t vocab_bound() const override { return vocab_bound_; }
+  std::string locate(size_t pos) const override;
+  // Header word [3]: the vocabulary the writer declared, 0 when unknown. Only
+  // a record: the ids are checked by reading them (check_vocab), since one
+  // flipped token makes the claim false.
+  uint32_t header_vocab() const { return header_vocab_; }
 
   const std::string& path() const { return path_; }
   int bytes_per_token() const { return token_bytes_; }
@@ -63,7 +67,7 @@ class ShardTokens : public TokenSource {
   const unsigned char* tokens_ = nullptr;  // just past the header
   size_t n_tokens_ = 0;
   int token_bytes_ = 2;
-  uint32_t vocab_bound_ = 0;
+  uint32_t header_vocab_ = 0;
 };
 
 // Several shards read as one sequence, in the order given.
@@ -73,8 +77,7 @@ class MultiShardTokens : public TokenSource {
 
   size_t size() const override { return offsets_.back(); }
   void read(size_t start, size_t n, int32_t* out) const override;
-  // The largest bound of the shards, or 0 if any shard's is unknown.
-  uint32_t vocab_bound() const override { return vocab_bound_; }
+  std::string locate(size_t pos) const override;  // the shard's file and the position in it
 
   size_t num_shards() const { return shards_.size(); }
   const ShardTokens& shard(size_t i) const { return *shards_[i]; }
@@ -82,7 +85,7 @@ class MultiShardTokens : public TokenSource {
  private:
   std::vector<std::unique_ptr<ShardTokens>> shards_;
   std::vector<size_t> offsets_;  // offsets_[i] = tokens before shard i; back() = total
-  uint32_t vocab_bound_ = 0;
+  size_t shard_of(size_t pos) const;  // the shard holding token pos
 };
 
 // Shard files named by a glob pattern ("dir/*_train_*.bin"), a directory (all

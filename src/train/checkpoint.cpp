@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "train/atomic_file.h"
+#include "core/format.h"
 #include "core/json.h"
 
 namespace fs = std::filesystem;
@@ -157,18 +158,22 @@ std::string resolve_checkpoint(const std::string& path) {
     std::getline(f, name);
     while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.pop_back();
     check(!name.empty(), dir + "/latest is empty (it should name the newest checkpoint, e.g. ckpt_100)");
-    check(name.find('/') == std::string::npos, dir + "/latest names '" + name + "', which is not a checkpoint directory name");
+    // A directory name in this folder: no '/', no control byte (a NUL would cut the path short).
+    bool plain = true;
+    for (unsigned char c : name) plain &= c != '/' && c >= 0x20 && c != 0x7F;
+    plain &= name != "." && name != "..";
+    check(plain, dir + "/latest names " + quote_untrusted(name) + ", which is not a checkpoint directory name");
     const std::string ckpt = dir + "/" + name;
-    if (complete_checkpoint(ckpt)) return ckpt;
+    if (file_exists(ckpt + "/model.safetensors")) return ckpt;  // (a resume also reads its state.safetensors)
     // A save stopped between two of its steps (docs/formats.md, "Writing is
     // atomic"): the step `latest` names is under its .old name while it is
     // re-saved; otherwise the newest complete checkpoint is the latest.
     const std::string found = complete_checkpoint(ckpt + ".old") ? ckpt + ".old" : newest_complete_checkpoint(dir);
-    check(!found.empty(), dir + "/latest names " + name + ", but " + ckpt +
-                              "/model.safetensors or state.safetensors does not exist, and the run has no other "
-                              "complete checkpoint");
+    check(!found.empty(), dir + "/latest names " + quote_untrusted(name) +
+                              ", but its model.safetensors does not exist, and the run has no other complete "
+                              "checkpoint");
     std::fprintf(stderr, "note: %s/latest names %s, which is missing or incomplete (a save was interrupted); using %s\n",
-                 dir.c_str(), name.c_str(), found.c_str());
+                 dir.c_str(), quote_untrusted(name).c_str(), found.c_str());
     return found;
   }
   if (!file_exists(dir + "/model.safetensors")) {  // a first save stopped before it wrote `latest`
@@ -368,6 +373,17 @@ std::string write_checkpoint(const std::string& out, const ModelMeta& meta, cons
 
 // ---- reading -------------------------------------------------------------------
 
+// The reader refuses what the writer refuses (save_checkpoint): a NaN or
+// infinite value, which only a damaged file can hold.
+template <class V>
+static void check_finite(const std::vector<V>& x, const std::string& file, const std::string& tensor) {
+  for (size_t i = 0; i < x.size(); i++)
+    if (!std::isfinite(x[i]))
+      fail("checkpoint " + file + " has a non-finite value (" + (std::isnan(x[i]) ? "NaN" : "infinity") +
+           ") in tensor " + tensor + " at element " + std::to_string(i) +
+           "; the trainer never saves one, so the file is damaged");
+}
+
 void check_checkpoint_size(const SafetensorsFile& f, const ModelConfig& cfg) {
   // Constant time: the backbone's parameter count from the sizes, against the
   // bytes of tensors the file holds (the method's own tensors come on top).
@@ -383,7 +399,8 @@ void check_checkpoint_size(const SafetensorsFile& f, const ModelConfig& cfg) {
 
 void check_checkpoint_tensors(const SafetensorsFile& f, const ParamLayout& layout) {
   for (auto& t : f.tensors())
-    check(layout.has(t.name), "checkpoint " + f.path() + " has tensor " + t.name + ", which the model does not have");
+    check(layout.has(t.name), "checkpoint " + f.path() + " has tensor " + quote_untrusted(t.name) +
+                                  ", which the model does not have");
   for (auto& p : layout.tensors()) {
     const TensorEntry* t = f.find(p.name);
     check(t != nullptr, "checkpoint " + f.path() + " has no tensor " + p.name + " (the model needs it)");
@@ -401,6 +418,7 @@ std::vector<float> read_checkpoint_params(const SafetensorsFile& f, const ModelM
   std::vector<float> params(layout.total()), tmp;
   for (auto& p : layout.tensors()) {
     f.read_floats(p.name, tmp);
+    check_finite(tmp, f.path(), p.name);
     std::copy(tmp.begin(), tmp.end(), params.begin() + p.offset);
   }
   return params;
@@ -425,6 +443,7 @@ ModelMeta read_backbone_params(const SafetensorsFile& f, const ModelConfig& cfg,
     check(t->dtype == Dtype::F32, "--init-from: checkpoint " + f.path() + " has tensor " + p.name + " of dtype " +
                                       dtype_name(t->dtype) + " (expected F32)");
     f.read_floats(p.name, tmp);
+    check_finite(tmp, f.path(), p.name);
     const ParamInfo& dst = layout.get(p.name);
     std::copy(tmp.begin(), tmp.end(), params.begin() + dst.offset);
   }
@@ -453,6 +472,8 @@ TrainState read_train_state(const std::string& ckpt_dir, size_t n_params, long l
   const std::vector<uint64_t> pshape = {n_params};
   f.read_floats("adamw.m", m, &pshape);
   f.read_floats("adamw.v", v, &pshape);
+  check_finite(m, f.path(), "adamw.m");
+  check_finite(v, f.path(), "adamw.v");
   auto real = [&](const std::string& name) {
     std::vector<double> x;
     f.read_floats(name, x, &one);

@@ -18,7 +18,8 @@ std::unique_ptr<Tokenizer> run_tokenizer(const std::string& flag, const ModelCon
   auto tok = load_tokenizer(name);
   check(tok->vocab_size() <= (uint32_t)cfg.vocab,
         "tokenizer " + name + " has " + std::to_string(tok->vocab_size()) + " tokens but the model's vocabulary is " +
-            std::to_string(cfg.vocab) + " (raise --vocab or pick a smaller tokenizer)");
+            std::to_string(cfg.vocab) + " (pass --vocab " + std::to_string(tok->vocab_size()) +
+            " or more, or a smaller tokenizer, e.g. --tokenizer bytes with --vocab 256)");
   return tok;
 }
 

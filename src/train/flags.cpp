@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/common.h"
+#include "core/format.h"
 
 namespace ada {
 
@@ -130,12 +131,7 @@ static std::string current_value(int kind, void* p) {
   switch (kind) {
     case 0: s << *(int*)p; break;
     case 1: s << *(long long*)p; break;
-    case 2: {  // full precision, so a value written out and read back is the same double
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.17g", *(double*)p);
-      s << buf;
-      break;
-    }
+    case 2: s << shortest_double(*(double*)p); break;  // reads back as the same double
     case 3: s << *(std::string*)p; break;
     case 4: s << (*(bool*)p ? "1" : "0"); break;
   }

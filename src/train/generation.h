@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "methods/method.h"
 #include "text/tokenizer.h"
+#include "text/tokens.h"
 #include "text/utf8.h"
 
 namespace ada {
@@ -102,8 +103,10 @@ struct GenerateResult {
 };
 
 // Checks the prompt and tokenizes it as training saw documents: end-of-text
-// first (when the tokenizer has one), then the text.
-inline std::vector<int32_t> prompt_tokens(const std::string& prompt, const Tokenizer& tok, int max_tokens, int context) {
+// first (when the tokenizer has one), then the text. Every id must be in the
+// model's vocabulary `vocab` (a tokenizer file can hold more ids than it says).
+inline std::vector<int32_t> prompt_tokens(const std::string& prompt, const Tokenizer& tok, int max_tokens, int context,
+                                          int vocab) {
   const size_t bad = utf8_find_invalid(prompt);
   if (bad != std::string::npos) {
     char hex[8];
@@ -115,6 +118,10 @@ inline std::vector<int32_t> prompt_tokens(const std::string& prompt, const Token
   const std::vector<int32_t> body = tok.encode(prompt);
   ids.insert(ids.end(), body.begin(), body.end());
   check(!ids.empty(), "the prompt is empty (and tokenizer " + tok.name() + " has no end-of-text token to start from)");
+  const size_t out = first_outside_vocab(ids.data(), ids.size(), (uint32_t)vocab);
+  if (out < ids.size())
+    fail("the prompt's token " + std::to_string(out) + " (id " + std::to_string(ids[out]) + ", from tokenizer " +
+         tok.name() + ") is outside the model's vocabulary (size " + std::to_string(vocab) + ")");
   check(max_tokens >= 1, "--max-tokens must be positive (got " + std::to_string(max_tokens) + ")");
   check((long long)ids.size() + max_tokens <= context,
         "the prompt (" + std::to_string(ids.size()) + " tokens) plus --max-tokens " + std::to_string(max_tokens) +
@@ -133,7 +140,7 @@ GenerateResult generate(Model<Bk>& model, Method<Bk>& method, const Tokenizer& t
         "tokenizer " + tok.name() + " has " + std::to_string(tok.vocab_size()) + " tokens but the model's vocabulary is " +
             std::to_string(model.cfg.vocab));
   GenerateResult r;
-  r.prompt = prompt_tokens(prompt, tok, o.max_tokens, model.cfg.max_seq);
+  r.prompt = prompt_tokens(prompt, tok, o.max_tokens, model.cfg.max_seq, model.cfg.vocab);
   auto dec = method.decoder(model, (int)r.prompt.size() + o.max_tokens);
   Rng rng(o.seed);
   Utf8Stream stream;

@@ -11,10 +11,18 @@
 
 namespace ada {
 
+// --config test is the model of the unit tests (vocabulary 23, context 64),
+// too small for the defaults (--seq 128, a 4096-token tokenizer).
+static const char* const kTestPresetHint =
+    "; --config test is the tests' model (vocabulary 23, context 64): train it with e.g. "
+    "--config test --seq 64 --vocab 256 --tokenizer bytes";
+
 void add_train_flags(Flags& f, TrainOptions& o) {
   f.section("model");
   f.add("--method", &o.method, "standard | looped | ponder | pause | adaponder | cyb | latent_cot | tah | ponderlm2");
-  f.add("--config", &o.config, "size preset: test | tiny | small | 70m");
+  f.add("--config", &o.config,
+        "size preset: tiny | small | 70m | test (the tests' model, V 23, context 64: give it e.g. --seq 64 --vocab 256 "
+        "--tokenizer bytes)");
   f.add("--vocab", &o.vocab, "override: vocabulary size V (0 = preset)", 0, kMaxVocab);
   f.add("--dim", &o.dim, "override: model width D", 0, kMaxDim);
   f.add("--layers", &o.layers, "override: layers L", 0, kMaxLayers);
@@ -106,7 +114,8 @@ void TrainOptions::validate() const {
   }
   const ModelConfig c = model_config();
   check(seq <= c.max_seq, "--seq " + std::to_string(seq) + " is longer than the model context " +
-                              std::to_string(c.max_seq) + " (raise --max-seq)");
+                              std::to_string(c.max_seq) + " (pass --seq " + std::to_string(c.max_seq) +
+                              " or less, or raise --max-seq)" + (config == "test" ? kTestPresetHint : ""));
   // Memory, estimated from the sizes before anything is allocated (float32, as on the CPU).
   const int passes = make_method<CpuBackend<float>>(method, method_opts)->max_passes();
   const double rows = (double)batch * seq * passes;

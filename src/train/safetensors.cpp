@@ -8,6 +8,7 @@
 
 #include "core/common.h"
 #include "train/atomic_file.h"
+#include "core/format.h"
 #include "core/json.h"
 
 // The data section is copied to and from memory as is, so the host must use
@@ -143,20 +144,20 @@ SafetensorsFile::SafetensorsFile(const std::string& path, const std::string& wha
     if (name == "__metadata__") {
       if (!v.is(Json::Type::Object)) bad("header: __metadata__ is not an object");
       for (auto& [k, s] : v.members) {
-        if (!s.is(Json::Type::String)) bad("header: metadata value of \"" + k + "\" is not a string");
+        if (!s.is(Json::Type::String)) bad("header: metadata value of " + quote_untrusted(k) + " is not a string");
         meta_[k] = s.text;
       }
       continue;
     }
-    const std::string where = "header: tensor \"" + name + "\" ";
+    const std::string where = "header: tensor " + quote_untrusted(name) + " ";
     if (!v.is(Json::Type::Object)) bad(where + "is not an object");
     for (auto& m : v.members)
-      if (m.first != "dtype" && m.first != "shape" && m.first != "data_offsets") bad(where + "has unknown field " + m.first);
+      if (m.first != "dtype" && m.first != "shape" && m.first != "data_offsets") bad(where + "has unknown field " + quote_untrusted(m.first));
     const Json *dt = v.find("dtype"), *sh = v.find("shape"), *off = v.find("data_offsets");
     if (!dt || !sh || !off) bad(where + "needs dtype, shape and data_offsets");
     TensorEntry t;
     t.name = name;
-    if (!dt->is(Json::Type::String) || !parse_dtype(dt->text, &t.dtype)) bad(where + "has unknown dtype " + dt->text);
+    if (!dt->is(Json::Type::String) || !parse_dtype(dt->text, &t.dtype)) bad(where + "has unknown dtype " + (dt->is(Json::Type::String) ? quote_untrusted(dt->text) : "(not a string)"));
     if (!sh->is(Json::Type::Array)) bad(where + "shape is not an array");
     uint64_t numel = 1;
     for (auto& d : sh->items) {
@@ -184,10 +185,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path, const std::string& wha
   std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
   uint64_t expected = 0;
   for (const TensorEntry* t : order) {
-    if (t->begin < expected) bad("header: tensor " + t->name + " overlaps the tensor before it");
-    if (t->begin > expected) bad("header: gap in the data before tensor " + t->name);
+    if (t->begin < expected) bad("header: tensor " + quote_untrusted(t->name) + " overlaps the tensor before it");
+    if (t->begin > expected) bad("header: gap in the data before tensor " + quote_untrusted(t->name));
     if (data_start_ + t->end > size)
-      bad("is truncated: tensor " + t->name + " needs bytes " + std::to_string(data_start_ + t->begin) + ".." +
+      bad("is truncated: tensor " + quote_untrusted(t->name) + " needs bytes " + std::to_string(data_start_ + t->begin) + ".." +
           std::to_string(data_start_ + t->end) + " but the file has " + std::to_string(size));
     expected = t->end;
   }

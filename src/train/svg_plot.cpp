@@ -32,9 +32,7 @@ RunCurves read_run_curves(const std::string& path, const std::string& label, con
   return r;
 }
 
-namespace {
-
-const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+namespace svg {
 
 std::string xml_escape(const std::string& s) {
   std::string o;
@@ -44,6 +42,7 @@ std::string xml_escape(const std::string& s) {
       case '<': o += "&lt;"; break;
       case '>': o += "&gt;"; break;
       case '"': o += "&quot;"; break;
+      case '\'': o += "&#39;"; break;
       default: o += c;
     }
   }
@@ -66,17 +65,6 @@ std::vector<double> nice_ticks(double lo, double hi, int n) {
   for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
   return t;
 }
-
-struct Panel {
-  double x0, y0, w, h;        // pixel box of the plotting area
-  double xlo, xhi, ylo, yhi;  // data range (x in log10 when logx)
-  bool logx;
-  double px(double x) const {
-    const double v = logx ? std::log10(x) : x;
-    return x0 + (v - xlo) / (xhi - xlo) * w;
-  }
-  double py(double y) const { return y0 + h - (y - ylo) / (yhi - ylo) * h; }
-};
 
 void axes(std::string& s, const Panel& p, const std::string& xlabel, const std::string& ylabel) {
   s += "<rect x='" + fmt("%.1f", p.x0) + "' y='" + fmt("%.1f", p.y0) + "' width='" + fmt("%.1f", p.w) + "' height='" +
@@ -109,6 +97,15 @@ void axes(std::string& s, const Panel& p, const std::string& xlabel, const std::
   s += "<text transform='translate(" + fmt("%.1f", p.x0 - 44) + "," + fmt("%.1f", p.y0 + p.h / 2) +
        ") rotate(-90)' text-anchor='middle'>" + xml_escape(ylabel) + "</text>\n";
 }
+
+}  // namespace svg
+
+namespace {
+using svg::axes;
+using svg::fmt;
+using svg::kColors;
+using svg::Panel;
+using svg::xml_escape;
 
 void curves(std::string& s, const Panel& p, const std::vector<double>& x, const std::vector<double>& y,
             const std::vector<double>& vx, const std::vector<double>& vy, const char* color) {
