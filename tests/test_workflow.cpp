@@ -267,11 +267,11 @@ TEST(Options, ResumeTakesTheCheckpointsOptionsUnlessGiven) {
 
 TEST(Options, ImpossibleFlagsAreRejected) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"--batch", "0"}, "--batch must be positive (got 0)"},
+      {{"--batch", "0"}, "--batch must be between 1 and 65536 (got 0)"},
       {{"--config", "test", "--seq", "65"}, "--seq 65 is longer than the model context 64"},
       {{"--method", "nope"}, "unknown --method 'nope' (available: standard"},
       {{"--steps", "many"}, "--steps expects an integer, got 'many'"},
-      {{"--save-every", "-1"}, "--save-every must be >= 0"},
+      {{"--save-every", "-1"}, "--save-every must be between 0 and 1000000000000 (got -1)"},
       {{"--bogus", "1"}, "unknown flag --bogus"},
   };
   for (auto& [args, needle] : cases) {
@@ -533,7 +533,7 @@ TEST(Programs, WorkflowAndBadInput) {
     std::string cmd, needle;
   };
   const std::vector<Case> cases = {
-      {train_cpu + " --batch 0", "--batch must be positive"},
+      {train_cpu + " --batch 0", "--batch must be between 1 and 65536 (got 0)"},
       {train_cpu + " --config test --seq 65", "--seq 65 is longer than the model context 64"},
       {train_cpu + " --method nope", "unknown --method 'nope'"},
       {train_cpu + " --resume " + run + " --method ponder", "--method ponder does not match the checkpoint"},
@@ -546,7 +546,7 @@ TEST(Programs, WorkflowAndBadInput) {
       {eval + " --ckpt " + dir + "/empty_ckpt", "is empty (0 bytes)"},
       {eval + " --ckpt " + dir + "/trunc", "is truncated: tensor"},
       {eval + " --ckpt " + run + " --seq 65", "--seq 65 is longer than the model context 64"},
-      {eval + " --ckpt " + run + " --batch 0", "--batch must be positive"},
+      {eval + " --ckpt " + run + " --batch 0", "--batch must be between 1 and 65536 (got 0)"},
       {eval + " --ckpt " + run + " --data " + dir + "/latin1.txt --split all", "is not valid UTF-8"},
       {eval + " --ckpt " + run + " --data " + dir + "/bad_val_000000.bin", "token id 300 at position 0 of shard " + dir + "/bad_val_000000.bin is outside the vocabulary"},
       {gen + " --ckpt " + run + " --prompt \"$(printf 'ab\\377')\"", "the prompt is not valid UTF-8: byte 0xFF"},

@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
     MethodOptions mo;
     Flags f("bench_cpu", "CPU training throughput on the reference shapes.");
     f.add("--method", &method, "method to benchmark");
-    f.add("--steps", &steps, "timed steps per shape (after 2 warm-up steps)");
+    f.add("--steps", &steps, "timed steps per shape (after 2 warm-up steps)", 1, 1000000);
     f.add("--configs", &configs, "comma-separated shapes: tiny, small");
     add_method_flags(f, mo);
     if (!f.parse(argc, argv)) return 0;

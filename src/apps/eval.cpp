@@ -127,14 +127,15 @@ int main(int argc, char** argv) {
     flags.add("--split", &o.split, "val | train | all (all: the whole text file)");
     flags.add("--tokenizer", &o.tokenizer, "tokenizer (default: the checkpoint's)");
     flags.add("--val-fraction", &o.val_fraction, "fraction of a text file that is validation (default: the checkpoint's)");
-    flags.add("--batch", &o.batch, "sequences per batch (default: the checkpoint's)");
-    flags.add("--seq", &o.seq, "tokens per sequence (default: the checkpoint's)");
+    flags.add("--batch", &o.batch, "sequences per batch (default: the checkpoint's)", 1, kMaxBatch);
+    flags.add("--seq", &o.seq, "tokens per sequence (default: the checkpoint's)", 1, kMaxSeq);
     flags.add("--batches", &o.batches, "batches of --batch windows of --seq + 1 tokens, evenly spaced over the split (the trainer's); 0 = "
-              "consecutive windows with stride --seq, every token once (default: the checkpoint's --eval-batches)");
+              "consecutive windows with stride --seq, every token once (default: the checkpoint's --eval-batches)",
+              0, kMaxBatch);
     flags.add("--json", &o.json, "also write the report as JSON to this file");
     flags.add("--method-overrides", &o.overrides,
               "change the method's behaviour, not its parameters, e.g. tau=1e-3,compaction=0 (method flags without --)");
-    flags.add("--threads", &o.threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)");
+    flags.add("--threads", &o.threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)", 0, kMaxThreads);
     flags.add("--per-token", &o.per_token,
               "write every evaluated token's NLL, passes, correctness, position and class to this CSV file");
     flags.add("--paired", &o.paired,
@@ -151,20 +152,23 @@ int main(int argc, char** argv) {
     // Unset flags take the checkpoint's training options.
     std::vector<std::pair<std::string, std::string>> saved;
     if (std::filesystem::exists(ck.dir + "/state.safetensors")) saved = read_train_options(ck.dir);
-    auto fill = [&](const char* flag, const char* name, auto* dst) {
+    // Through the same flags, so a value read back gets the same checks as one typed.
+    auto fill = [&](const char* flag, const char* name) {
       const std::string* v = saved_option(saved, name);
       if (flags.was_set(flag) || !v) return;
       std::vector<std::string> args = {"eval", std::string(flag) + "=" + *v};
       std::vector<char*> av = {args[0].data(), args[1].data()};
-      Flags one("eval", "");
-      one.add(flag, dst, "");
-      one.parse(2, av.data());
+      try {
+        flags.parse(2, av.data());
+      } catch (const Error& e) {
+        fail("checkpoint " + ck.dir + " records training option " + name + ", which eval cannot use: " + e.what());
+      }
     };
-    fill("--data", "data", &o.data);
-    fill("--batch", "batch", &o.batch);
-    fill("--seq", "seq", &o.seq);
-    fill("--batches", "eval-batches", &o.batches);
-    fill("--val-fraction", "val-fraction", &o.val_fraction);
+    fill("--data", "data");
+    fill("--batch", "batch");
+    fill("--seq", "seq");
+    fill("--batches", "eval-batches");
+    fill("--val-fraction", "val-fraction");
     if (!flags.was_set("--tokenizer")) o.tokenizer = ck.meta.tokenizer;
     check(!o.data.empty(), "--data is required (the checkpoint does not record its training data)");
     check(o.batch > 0, "--batch must be positive (got " + std::to_string(o.batch) + ")");
@@ -172,6 +176,8 @@ int main(int argc, char** argv) {
     check(o.seq <= ck.meta.cfg.max_seq, "--seq " + std::to_string(o.seq) + " is longer than the model context " +
                                             std::to_string(ck.meta.cfg.max_seq));
     check(o.batches >= 0, "--batches must be >= 0 (0 = every token once)");
+    check_memory(activation_bytes(ck.meta.cfg, (double)o.batch * o.seq * ck.method->max_passes(), 4, false),
+                 "evaluation", std::to_string(o.batch) + " x " + std::to_string(o.seq) + " tokens per batch");
 
     auto tok = load_tokenizer(o.tokenizer);
     check(tok->vocab_size() <= (uint32_t)ck.meta.cfg.vocab,

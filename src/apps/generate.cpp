@@ -25,14 +25,14 @@ int main(int argc, char** argv) {
     Flags flags("generate", "Sample text from a checkpoint given a prompt.");
     flags.add("--ckpt", &ckpt, "checkpoint: a run's output directory (its latest) or a ckpt_<step> directory");
     flags.add("--prompt", &prompt, "text to continue (UTF-8); empty: start from end-of-text");
-    flags.add("--max-tokens", &g.max_tokens, "tokens to generate");
+    flags.add("--max-tokens", &g.max_tokens, "tokens to generate", 1, kMaxSeq);
     flags.add("--temperature", &g.temperature, "sampling temperature (0 = greedy)");
-    flags.add("--top-k", &g.top_k, "sample among the k most likely tokens (0 = all)");
-    flags.add("--seed", &seed, "seed of the sampler");
+    flags.add("--top-k", &g.top_k, "sample among the k most likely tokens (0 = all)", 0, kMaxVocab);
+    flags.add("--seed", &seed, "seed of the sampler", 0, LLONG_MAX);
     flags.add("--stop-at-eot", &g.stop_at_eot, "stop when the model produces the end-of-text token");
     flags.add("--tokenizer", &tokenizer, "tokenizer (default: the checkpoint's)");
     flags.add("--stats", &stats, "print tokens/s, passes and FLOPs per token at the end");
-    flags.add("--threads", &threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)");
+    flags.add("--threads", &threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)", 0, kMaxThreads);
     flags.add("--method-overrides", &overrides, "change the method's behaviour, e.g. tau=1e-3 (method flags without --)");
     if (!flags.parse(argc, argv)) return 0;
     check(flags.positional().empty(), "unexpected argument '" + (flags.positional().empty() ? std::string() : flags.positional()[0]) + "' (the prompt goes after --prompt)");

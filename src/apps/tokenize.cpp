@@ -18,10 +18,12 @@
 #include <vector>
 
 #include "core/common.h"
+#include "core/config.h"
 #include "text/bpe.h"
 #include "text/dataset.h"
 #include "text/shards.h"
 #include "text/tokenizer.h"
+#include "train/flags.h"
 
 using namespace ada;
 
@@ -56,19 +58,6 @@ struct Options {
   std::vector<std::string> inputs;
 };
 
-uint64_t parse_count(const std::string& flag, const std::string& v) {
-  check(!v.empty() && v.size() <= 18 && v.find_first_not_of("0123456789") == std::string::npos,
-        flag + " needs a non-negative integer, got '" + v + "'");
-  return std::stoull(v);
-}
-
-double parse_fraction(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  check(!v.empty() && end == v.c_str() + v.size(), flag + " needs a number, got '" + v + "'");
-  return x;
-}
-
 Options parse_args(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -88,12 +77,12 @@ Options parse_args(int argc, char** argv) {
     check(i + 1 < argc, a + " needs a value (see --help)");
     const std::string v = argv[++i];
     if (a == "--tokenizer") o.tokenizer = v;
-    else if (a == "--train-bpe") o.train_bpe = uint32_t(std::min<uint64_t>(parse_count(a, v), UINT32_MAX));
+    else if (a == "--train-bpe") o.train_bpe = (uint32_t)parse_integer(a, v, 256, kMaxVocab);
     else if (a == "--bpe-out") o.bpe_out = v;
     else if (a == "--out-dir") o.out_dir = v;
     else if (a == "--name") o.name = v;
-    else if (a == "--val-fraction") o.val_fraction = parse_fraction(a, v);
-    else o.shard_tokens = parse_count(a, v);  // --shard-tokens
+    else if (a == "--val-fraction") o.val_fraction = parse_number(a, v);
+    else o.shard_tokens = (size_t)parse_integer(a, v, 1, INT32_MAX);  // --shard-tokens
   }
   check(!o.inputs.empty(), "no input text files given (see --help)");
   const bool training = o.train_bpe > 0 || !o.bpe_out.empty();

@@ -7,21 +7,22 @@
 namespace ada {
 
 void ModelConfig::validate() const {
-  auto positive = [](int v, const char* what) {
-    check(v > 0, std::string(what) + " must be positive (got " + std::to_string(v) + ")");
+  auto in_range = [](int v, int hi, const char* what) {
+    check(v > 0 && v <= hi, std::string(what) + " must be between 1 and " + std::to_string(hi) + " (got " +
+                                std::to_string(v) + ")");
   };
-  positive(vocab, "--vocab");
-  positive(dim, "--dim");
-  positive(layers, "--layers");
-  positive(heads, "--heads");
-  positive(hidden, "--hidden");
-  positive(max_seq, "--max-seq");
+  in_range(vocab, kMaxVocab, "--vocab");
+  in_range(dim, kMaxDim, "--dim");
+  in_range(layers, kMaxLayers, "--layers");
+  in_range(heads, kMaxHeads, "--heads");
+  in_range(hidden, kMaxHidden, "--hidden");
+  in_range(max_seq, kMaxSeq, "--max-seq");
   check(dim % heads == 0, "--dim (" + std::to_string(dim) + ") must be a multiple of --heads (" +
                               std::to_string(heads) + ")");
   check(head_dim() % 2 == 0, "head size dim/heads must be even for rotary embeddings (got " +
                                  std::to_string(head_dim()) + ")");
-  check(rope_theta > 0, "rope theta must be positive");
-  check(norm_eps > 0, "norm eps must be positive");
+  check(rope_theta > 0 && rope_theta < 1e30, "rope theta must be positive and finite");
+  check(norm_eps > 0 && norm_eps < 1, "norm eps must be in (0, 1)");
   check(embed_scale >= 0 && embed_scale <= 1e4, "--embed-scale must be in [0, 1e4] (0 = the method's own scale)");
 }
 

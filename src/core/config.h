@@ -11,6 +11,17 @@
 
 namespace ada {
 
+// The largest sizes a model may have: what the flags accept and what a
+// checkpoint's metadata may claim (docs/reliability.md). They are far above
+// any model this code trains; memory is checked separately, from the sizes
+// (train/memory_budget.h), before anything is allocated.
+constexpr int kMaxVocab = 1 << 24;    // V: 16.7M tokens (GPT-2 has 50257)
+constexpr int kMaxDim = 1 << 16;      // D
+constexpr int kMaxLayers = 4096;      // L
+constexpr int kMaxHeads = 4096;       // H
+constexpr int kMaxHidden = 1 << 18;   // F
+constexpr int kMaxSeq = 1 << 20;      // max_seq and --seq: 1M positions
+
 struct ModelConfig {
   std::string name = "tiny";
   int vocab = 4096;         // V

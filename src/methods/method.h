@@ -148,15 +148,22 @@ class Method {
   virtual std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) = 0;
 };
 
-// Builds the parameter layout of backbone + method and the model.
+// The parameter layout of backbone + method: what make_model allocates, and
+// what a checkpoint is checked against before that.
 template <class Bk>
-std::unique_ptr<Model<Bk>> make_model(Bk& be, const ModelConfig& cfg, Method<Bk>& method) {
+ParamLayout model_layout(const ModelConfig& cfg, Method<Bk>& method) {
   cfg.validate();
   ParamLayout lay;
   add_backbone_params(lay, cfg, method.max_passes());
   method.add_params(lay, cfg);
   lay.finalize();
-  auto m = std::make_unique<Model<Bk>>(be, cfg, std::move(lay));
+  return lay;
+}
+
+// Builds the parameter layout of backbone + method and the model.
+template <class Bk>
+std::unique_ptr<Model<Bk>> make_model(Bk& be, const ModelConfig& cfg, Method<Bk>& method) {
+  auto m = std::make_unique<Model<Bk>>(be, cfg, model_layout(cfg, method));
   m->embed_scale = cfg.embed_scale > 0 ? cfg.embed_scale : method.default_embed_scale(cfg);
   return m;
 }

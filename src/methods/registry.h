@@ -19,6 +19,10 @@
 
 namespace ada {
 
+// The most passes, pauses, loops or latent steps any method option may ask
+// for (each method checks its own, smaller limit where it has one).
+constexpr int kMaxMethodSteps = 255;
+
 struct MethodOptions {
   int iters = 3;         // looped: extra loops K (the stack runs K+1 times)
   int ponder_steps = 3;  // ponder / adaponder: pondering passes P (P+1 passes in all)
@@ -33,17 +37,18 @@ struct MethodOptions {
 
 inline void add_method_flags(Flags& f, MethodOptions& o) {
   f.section("method options");
-  f.add("--iters", &o.iters, "looped: extra loops K; the block stack runs K+1 times");
-  f.add("--ponder-steps", &o.ponder_steps, "ponder/adaponder: pondering passes P (P+1 passes per token)");
-  f.add("--pauses", &o.pauses, "pause/cyb: <PAUSE> tokens inserted after every real token");
+  f.add("--iters", &o.iters, "looped: extra loops K; the block stack runs K+1 times", 0, kMaxMethodSteps);
+  f.add("--ponder-steps", &o.ponder_steps, "ponder/adaponder: pondering passes P (P+1 passes per token)", 1,
+        kMaxMethodSteps);
+  f.add("--pauses", &o.pauses, "pause/cyb: <PAUSE> tokens inserted after every real token", 0, kMaxMethodSteps);
   f.add("--pause-positions", &o.pause_positions,
         "pause: rotary positions of the pauses: shared (their token's, PausedLM) | own (Goyal et al.)");
   f.add("--tau", &o.ada.tau, "adaponder: a token stops when its gate falls below tau");
   f.add("--ponder-k", &o.ada.ponder_k, "adaponder: final fraction of gates in the bottom-k ponder loss");
   f.add("--ponder-lambda", &o.ada.lambda, "adaponder: weight of the ponder loss");
-  f.add("--warmup-ce-steps", &o.ada.warmup_ce, "adaponder: cross-entropy-only steps (-1 = 10% of --steps)");
-  f.add("--ponder-k-warmup", &o.ada.k_warmup, "adaponder: steps over which k ramps up (-1 = 20% of --steps)");
-  f.add("--gate-hidden", &o.ada.gate_hidden, "adaponder: gate MLP hidden width (0 = D/4)");
+  f.add("--warmup-ce-steps", &o.ada.warmup_ce, "adaponder: cross-entropy-only steps (-1 = 10% of --steps)", -1, kMaxSteps);
+  f.add("--ponder-k-warmup", &o.ada.k_warmup, "adaponder: steps over which k ramps up (-1 = 20% of --steps)", -1, kMaxSteps);
+  f.add("--gate-hidden", &o.ada.gate_hidden, "adaponder: gate MLP hidden width (0 = D/4)", 0, kMaxHidden);
   f.add("--gate-bias", &o.ada.gate_bias, "adaponder: initial gate bias (4 -> s = 0.98)");
   f.add("--policy", &o.ada.policy, "adaponder: gates | uniform | geometric | matched (fixed pruning baselines)");
   f.add("--policy-passes", &o.ada.policy_passes, "adaponder uniform/geometric policies: average passes per token");
@@ -54,23 +59,24 @@ inline void add_method_flags(Flags& f, MethodOptions& o) {
   f.add("--cyb-deadline", &o.cyb.deadline, "cyb: world deadline distribution omega: uniform | last");
   f.add("--cyb-dk-init", &o.cyb.dk_init, "cyb: initial don't-know probability d, in (0, 1) (sets the DK bias)");
   f.add("--cyb-visibility", &o.cyb.visibility, "cyb: later tokens see earlier pauses (all) or not (own)");
-  f.add("--latent-steps", &o.latent.K, "latent_cot: latent steps K (K+1 cells per token at most)");
+  f.add("--latent-steps", &o.latent.K, "latent_cot: latent steps K (K+1 cells per token at most)", 1, kMaxMethodSteps);
   f.add("--reach-tau", &o.latent.tau, "latent_cot: a cell runs only if its reach probability is >= tau");
   f.add("--latent-lambda", &o.latent.lambda, "latent_cot: weight of the correctness-aware halting loss");
   f.add("--latent-beta", &o.latent.beta, "latent_cot: sharpness beta of that loss");
-  f.add("--router-hidden", &o.latent.router_hidden, "latent_cot: router MLP hidden width (0 = D/4)");
+  f.add("--router-hidden", &o.latent.router_hidden, "latent_cot: router MLP hidden width (0 = D/4)", 0, kMaxHidden);
   f.add("--router-bias", &o.latent.router_bias, "latent_cot: initial router bias (2.2 -> continue 0.9)");
-  f.add("--tah-depths", &o.tah.M, "tah: depths M (the block stack runs at most M times per token)");
+  f.add("--tah-depths", &o.tah.M, "tah: depths M (the block stack runs at most M times per token)", 1, kMaxMethodSteps);
   f.add("--tah-exit", &o.tah.exit, "tah: a token continues to the next depth iff its decider output g > this");
   f.add("--tah-alpha", &o.tah.alpha, "tah: weight of the decider loss L_dec");
   f.add("--tah-rho", &o.tah.rho, "tah: coverage of the positive loss gain that the 'continue' labels hold");
-  f.add("--tah-hidden", &o.tah.hidden, "tah: decider and updater MLP width (0 = D)");
+  f.add("--tah-hidden", &o.tah.hidden, "tah: decider and updater MLP width (0 = D)", 0, kMaxHidden);
   f.add("--tah-policy", &o.tah.policy, "tah: decider (adaptive depth) | fixed (every token runs all M depths, even mixture: the paper's fixed-depth baseline)");
-  f.add("--latent-thoughts", &o.plm2.K, "ponderlm2: latent thoughts K per token (K+1 rows per token)");
+  f.add("--latent-thoughts", &o.plm2.K, "ponderlm2: latent thoughts K per token (K+1 rows per token)", 1, kMaxMethodSteps);
   f.add("--jacobi-train", &o.plm2.jacobi_train,
-        "ponderlm2: Jacobi passes in training (0 = drawn from {2,3} each step, from --seed and the step)");
+        "ponderlm2: Jacobi passes in training (0 = drawn from {2,3} each step, from --seed and the step)", 0,
+        kMaxSeq);
   f.add("--jacobi-eval", &o.plm2.jacobi_eval,
-        "ponderlm2: Jacobi passes in evaluation (>= (K+1) x seq: the exact sequential solution)");
+        "ponderlm2: Jacobi passes in evaluation (>= (K+1) x seq: the exact sequential solution)", 0, kMaxSeq);
 }
 
 // Applies "flag=value,flag=value" (method flags without their dashes, e.g.

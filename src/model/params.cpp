@@ -19,6 +19,7 @@ void ParamLayout::add(const std::string& name, std::vector<int> shape, Init init
   p.init = init;
   p.init_value = init_value;
   p.decay = decay;
+  index_[name] = tensors_.size();
   tensors_.push_back(std::move(p));
 }
 
@@ -28,6 +29,7 @@ void ParamLayout::finalize() {
   // buffer reads embedding, layer 0, layer 1, ..., head, then the norms.
   std::stable_partition(tensors_.begin(), tensors_.end(), [](const ParamInfo& p) { return p.decay; });
   total_ = decay_count_ = 0;
+  for (size_t i = 0; i < tensors_.size(); i++) index_[tensors_[i].name] = i;
   for (auto& p : tensors_) {
     p.offset = total_;
     total_ += p.numel;
@@ -37,15 +39,11 @@ void ParamLayout::finalize() {
 }
 
 const ParamInfo& ParamLayout::get(const std::string& name) const {
-  for (auto& p : tensors_)
-    if (p.name == name) return p;
-  fail("no parameter named " + name);
+  auto it = index_.find(name);
+  if (it == index_.end()) fail("no parameter named " + name);
+  return tensors_[it->second];
 }
 
-bool ParamLayout::has(const std::string& name) const {
-  for (auto& p : tensors_)
-    if (p.name == name) return true;
-  return false;
-}
+bool ParamLayout::has(const std::string& name) const { return index_.count(name) != 0; }
 
 }  // namespace ada

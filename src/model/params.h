@@ -7,6 +7,7 @@
 // do not (norm weights, gate biases) last, so AdamW runs on two ranges.
 #pragma once
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/common.h"
@@ -37,11 +38,13 @@ class ParamLayout {
   size_t total() const { return total_; }
   size_t decay_count() const { return decay_count_; }  // elements [0, decay_count) are decayed
   const std::vector<ParamInfo>& tensors() const { return tensors_; }
+  // By name, in constant time (a model of many layers declares many tensors).
   const ParamInfo& get(const std::string& name) const;
   bool has(const std::string& name) const;
 
  private:
   std::vector<ParamInfo> tensors_;
+  std::unordered_map<std::string, size_t> index_;  // name -> position in tensors_
   size_t total_ = 0, decay_count_ = 0;
   bool finalized_ = false;
 };

@@ -44,6 +44,7 @@ void AtomicFile::commit() {
     std::remove(tmp_.c_str());
     fail("cannot write " + path_ + ": " + std::strerror(errno));
   }
+  file_op_done();  // PATH.tmp complete
   if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const std::string reason = std::strerror(errno);
     std::remove(tmp_.c_str());
@@ -51,12 +52,26 @@ void AtomicFile::commit() {
   }
   const size_t slash = path_.rfind('/');
   sync_directory(slash == std::string::npos ? "." : path_.substr(0, slash + 1));
+  file_op_done();  // PATH replaced
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   AtomicFile f(path);
   f.write(bytes);
   f.commit();
+}
+
+namespace {
+int crash_at = 0, ops_done = 0;  // the simulated crash: after which step, and steps so far
+}  // namespace
+
+void simulate_crash_after(int n) {
+  crash_at = n;
+  ops_done = 0;
+}
+
+void file_op_done() {
+  if (crash_at > 0 && ++ops_done == crash_at) ::_exit(kSimulatedCrashExit);
 }
 
 void sync_directory(const std::string& dir) {

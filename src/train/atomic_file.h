@@ -35,4 +35,14 @@ void write_file_atomic(const std::string& path, const std::string& bytes);
 // fsync of a directory, so that a rename inside it survives a power cut.
 void sync_directory(const std::string& dir);
 
+// Crash simulation for the tests of the checkpoint protocol
+// (tests/test_checkpoint_protocol.cpp). Every step that changes what is on
+// disk (a file complete under its .tmp name, a rename, a removal, a new
+// directory) calls file_op_done(); after simulate_crash_after(n), the n-th such
+// step ends the process at once with _exit(kSimulatedCrashExit), as a kill
+// would: no destructor, no cleanup. 0 turns it off (the default).
+constexpr int kSimulatedCrashExit = 86;
+void simulate_crash_after(int n);
+void file_op_done();
+
 }  // namespace ada

@@ -4,6 +4,7 @@
 // and tensor in docs/formats.md.
 #include "train/checkpoint.h"
 
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -34,20 +35,78 @@ bool file_exists(const std::string& p) {
   return fs::is_regular_file(p, ec);
 }
 
-long long parse_int(const SafetensorsFile& f, const std::string& key) {
-  const std::string& v = f.meta(key);
-  char* end = nullptr;
-  const long long x = std::strtoll(v.c_str(), &end, 10);
-  check(!v.empty() && *end == 0, "checkpoint " + f.path() + ": metadata " + key + " is '" + v + "', not an integer");
-  return x;
+// Both files there: a save renames a checkpoint directory into place only
+// when complete, so this holds for every ckpt_<step> a save made.
+bool complete_checkpoint(const std::string& dir) {
+  return file_exists(dir + "/model.safetensors") && file_exists(dir + "/state.safetensors");
+}
+
+// The step of a directory name "ckpt_<step>" (suffix "") or "ckpt_<step>.old"
+// (suffix ".old"); -1 for any other name.
+long long checkpoint_step(const std::string& name, const std::string& suffix) {
+  if (name.size() <= 5 + suffix.size() || name.compare(0, 5, "ckpt_") != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return -1;
+  const std::string digits = name.substr(5, name.size() - 5 - suffix.size());
+  if (digits.size() > 15 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+// The complete checkpoint of a run directory with the highest step, among its
+// ckpt_<step> and ckpt_<step>.old directories (ckpt_<step> first at equal
+// steps); "" when there is none.
+std::string newest_complete_checkpoint(const std::string& dir) {
+  std::string best;
+  long long best_step = -1;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    for (const char* suffix : {"", ".old"}) {
+      const long long step = checkpoint_step(name, suffix);
+      const bool better = step > best_step || (step == best_step && *suffix == 0);
+      if (step >= 0 && better && complete_checkpoint(dir + "/" + name)) best = dir + "/" + name, best_step = step;
+    }
+  }
+  return best;
+}
+
+// Removes a checkpoint directory file by file (a crash can stop it between
+// two files: the loader never takes a directory with a file missing).
+void remove_checkpoint_dir(const std::string& dir) {
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+    files.push_back(it->path());
+  for (auto& f : files) {
+    fs::remove_all(f, ec);
+    file_op_done();
+  }
+  fs::remove(dir, ec);
+  file_op_done();
+}
+
+// Removes every ckpt_*<suffix> directory of a run directory (".tmp": what a
+// killed save left; ".old": steps re-saved).
+void remove_leftovers(const std::string& out, const std::string& suffix) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(out, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, 5, "ckpt_") == 0 && name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 && it->is_directory(ec))
+      found.push_back(out + "/" + name);
+  }
+  for (auto& d : found) remove_checkpoint_dir(d);
+}
+
+// An integer metadata value in [lo, hi]: decimal digits only, as the writer prints them.
+long long parse_int(const SafetensorsFile& f, const std::string& key, long long lo = LLONG_MIN,
+                    long long hi = LLONG_MAX) {
+  return parse_integer("checkpoint " + f.path() + ": metadata " + key, f.meta(key), lo, hi);
 }
 
 double parse_double(const SafetensorsFile& f, const std::string& key) {
-  const std::string& v = f.meta(key);
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  check(!v.empty() && *end == 0, "checkpoint " + f.path() + ": metadata " + key + " is '" + v + "', not a number");
-  return x;
+  return parse_number("checkpoint " + f.path() + ": metadata " + key, f.meta(key));
 }
 
 // Method options as (flag without "--", value), through the flags that
@@ -105,9 +164,25 @@ std::string resolve_checkpoint(const std::string& path) {
     plain &= name != "." && name != "..";
     check(plain, dir + "/latest names " + quote_untrusted(name) + ", which is not a checkpoint directory name");
     const std::string ckpt = dir + "/" + name;
-    check(file_exists(ckpt + "/model.safetensors"),
-          dir + "/latest names " + quote_untrusted(name) + ", but its model.safetensors does not exist");
-    return ckpt;
+    if (file_exists(ckpt + "/model.safetensors")) return ckpt;  // (a resume also reads its state.safetensors)
+    // A save stopped between two of its steps (docs/formats.md, "Writing is
+    // atomic"): the step `latest` names is under its .old name while it is
+    // re-saved; otherwise the newest complete checkpoint is the latest.
+    const std::string found = complete_checkpoint(ckpt + ".old") ? ckpt + ".old" : newest_complete_checkpoint(dir);
+    check(!found.empty(), dir + "/latest names " + quote_untrusted(name) +
+                              ", but its model.safetensors does not exist, and the run has no other complete "
+                              "checkpoint");
+    std::fprintf(stderr, "note: %s/latest names %s, which is missing or incomplete (a save was interrupted); using %s\n",
+                 dir.c_str(), quote_untrusted(name).c_str(), found.c_str());
+    return found;
+  }
+  if (!file_exists(dir + "/model.safetensors")) {  // a first save stopped before it wrote `latest`
+    const std::string found = newest_complete_checkpoint(dir);
+    if (!found.empty()) {
+      std::fprintf(stderr, "note: %s has no `latest` file (a save was interrupted); using %s, its newest complete checkpoint\n",
+                   dir.c_str(), found.c_str());
+      return found;
+    }
   }
   check(file_exists(dir + "/model.safetensors"),
         dir + " is not a checkpoint: it has neither a `latest` file (a run's output directory) nor model.safetensors "
@@ -127,13 +202,15 @@ ModelMeta read_model_meta(const SafetensorsFile& f) {
   ModelMeta m;
   ModelConfig& c = m.cfg;
   c.name = f.meta("config.name");
-  c.vocab = (int)parse_int(f, "config.vocab");
-  c.dim = (int)parse_int(f, "config.dim");
-  c.layers = (int)parse_int(f, "config.layers");
-  c.heads = (int)parse_int(f, "config.heads");
-  c.hidden = (int)parse_int(f, "config.hidden");
-  c.max_seq = (int)parse_int(f, "config.max_seq");
-  c.tied = parse_int(f, "config.tied") != 0;
+  // Every size within the range the flags accept (core/config.h), checked
+  // here, before anything is built from it.
+  c.vocab = (int)parse_int(f, "config.vocab", 1, kMaxVocab);
+  c.dim = (int)parse_int(f, "config.dim", 1, kMaxDim);
+  c.layers = (int)parse_int(f, "config.layers", 1, kMaxLayers);
+  c.heads = (int)parse_int(f, "config.heads", 1, kMaxHeads);
+  c.hidden = (int)parse_int(f, "config.hidden", 1, kMaxHidden);
+  c.max_seq = (int)parse_int(f, "config.max_seq", 1, kMaxSeq);
+  c.tied = parse_int(f, "config.tied", 0, 1) != 0;
   c.rope_theta = parse_double(f, "config.rope_theta");
   c.norm_eps = parse_double(f, "config.norm_eps");
   // Checkpoints written before --embed-scale existed have no such key: the method's own scale.
@@ -163,7 +240,7 @@ ModelMeta read_model_meta(const SafetensorsFile& f) {
     fail("checkpoint " + f.path() + " has a bad method option: " + e.what());
   }
   m.tokenizer = f.meta("tokenizer");
-  m.step = parse_int(f, "step");
+  m.step = parse_int(f, "step", 0, kMaxSteps);
   return m;
 }
 
@@ -257,27 +334,40 @@ std::string write_checkpoint(const std::string& out, const ModelMeta& meta, cons
   sw.add("schedule.warmup", {1}, &warmup);
   sw.add("schedule.total_steps", {1}, &total);
 
-  // Both files into a fresh ckpt_<step>.tmp/, renamed into place when complete.
-  fs::remove_all(tmp, ec);
+  // The protocol (docs/formats.md, "Writing is atomic"); every state between
+  // two of these steps loads (tests/test_checkpoint_protocol.cpp):
+  //  1. remove what a killed save left: every ckpt_*.tmp directory
+  //  2. write both files into a fresh ckpt_<step>.tmp/
+  //  3. a checkpoint of this step already there (a resume from an earlier step
+  //     saves it again) becomes ckpt_<step>.old, which the loader takes while
+  //     ckpt_<step> is missing
+  //  4. rename ckpt_<step>.tmp to ckpt_<step>
+  //  5. replace `latest` (latest.tmp, rename): the new checkpoint is the latest
+  //  6. remove every ckpt_*.old: `latest` names a complete checkpoint
+  remove_leftovers(out, ".tmp");
   check(fs::create_directory(tmp, ec), "cannot create checkpoint directory " + tmp + ": " + ec.message());
+  file_op_done();
   try {
     mw.write(tmp + "/model.safetensors");
     sw.write(tmp + "/state.safetensors");
     sync_directory(tmp);
-    if (fs::exists(final_dir, ec)) {  // re-saving a step (a resume from an earlier checkpoint)
-      fs::remove_all(old, ec);
+    if (fs::exists(final_dir, ec)) {
+      if (fs::exists(old, ec)) remove_checkpoint_dir(old);  // superseded by final_dir
       fs::rename(final_dir, old, ec);
       check(!ec, "cannot replace " + final_dir + ": " + ec.message());
+      file_op_done();
     }
     fs::rename(tmp, final_dir, ec);
     check(!ec, "cannot rename " + tmp + " to " + final_dir + ": " + ec.message());
+    file_op_done();
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;
   }
-  fs::remove_all(old, ec);
   sync_directory(out);
-  write_file_atomic(out + "/latest", name + "\n");  // last: the checkpoint is complete
+  write_file_atomic(out + "/latest", name + "\n");  // the checkpoint is complete
+  remove_leftovers(out, ".old");
+  sync_directory(out);
   return final_dir;
 }
 
@@ -294,12 +384,23 @@ static void check_finite(const std::vector<V>& x, const std::string& file, const
            "; the trainer never saves one, so the file is damaged");
 }
 
-std::vector<float> read_checkpoint_params(const SafetensorsFile& f, const ModelMeta& want, const ParamLayout& layout) {
-  check_model_meta(read_model_meta(f), want, f.path());
+void check_checkpoint_size(const SafetensorsFile& f, const ModelConfig& cfg) {
+  // Constant time: the backbone's parameter count from the sizes, against the
+  // bytes of tensors the file holds (the method's own tensors come on top).
+  double bytes = 0;
+  for (auto& t : f.tensors()) bytes += (double)(t.end - t.begin);
+  const double need = 4.0 * (double)cfg.num_params();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f", bytes);
+  check(need <= bytes, "checkpoint " + f.path() + ": its metadata describes a model of " +
+                           std::to_string(cfg.num_params()) + " parameters (" + cfg.describe() +
+                           ") but the file holds only " + buf + " bytes of tensors");
+}
+
+void check_checkpoint_tensors(const SafetensorsFile& f, const ParamLayout& layout) {
   for (auto& t : f.tensors())
     check(layout.has(t.name), "checkpoint " + f.path() + " has tensor " + quote_untrusted(t.name) +
                                   ", which the model does not have");
-  std::vector<float> params(layout.total()), tmp;
   for (auto& p : layout.tensors()) {
     const TensorEntry* t = f.find(p.name);
     check(t != nullptr, "checkpoint " + f.path() + " has no tensor " + p.name + " (the model needs it)");
@@ -308,6 +409,14 @@ std::vector<float> read_checkpoint_params(const SafetensorsFile& f, const ModelM
                                  " but the model expects " + shape_string(shape));
     check(t->dtype == Dtype::F32, "checkpoint " + f.path() + " has tensor " + p.name + " of dtype " +
                                       dtype_name(t->dtype) + " (expected F32)");
+  }
+}
+
+std::vector<float> read_checkpoint_params(const SafetensorsFile& f, const ModelMeta& want, const ParamLayout& layout) {
+  check_model_meta(read_model_meta(f), want, f.path());
+  check_checkpoint_tensors(f, layout);
+  std::vector<float> params(layout.total()), tmp;
+  for (auto& p : layout.tensors()) {
     f.read_floats(p.name, tmp);
     check_finite(tmp, f.path(), p.name);
     std::copy(tmp.begin(), tmp.end(), params.begin() + p.offset);

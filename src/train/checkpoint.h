@@ -13,7 +13,11 @@
 // Saving never damages an earlier checkpoint: both files are written into
 // ckpt_<step>.tmp/, which is renamed to ckpt_<step> when complete, and only
 // then is `latest` replaced (atomically) to name it, like llm.c's DONE marker.
-// docs/formats.md ("Checkpoints") lists every tensor and metadata key.
+// A step saved again waits as ckpt_<step>.old until `latest` is replaced, and
+// the loader takes it (or the newest complete checkpoint) when a save was
+// killed in between: every state on disk loads. docs/formats.md
+// ("Checkpoints") lists every tensor and metadata key and the protocol's
+// guarantees.
 #pragma once
 #include <array>
 #include <cmath>
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "methods/registry.h"
+#include "train/memory_budget.h"
 #include "train/safetensors.h"
 #include "train/schedule.h"
 
@@ -53,8 +58,10 @@ struct TrainState {
 std::string checkpoint_name(long long step);  // "ckpt_100"
 
 // --resume / --ckpt argument -> checkpoint directory: an output directory
-// (the checkpoint its `latest` names) or a checkpoint directory itself (or
-// its model.safetensors). Throws naming what is missing.
+// (the checkpoint its `latest` names; when that is missing or incomplete,
+// its .old copy or the newest complete checkpoint, with a note on stderr) or
+// a checkpoint directory itself (or its model.safetensors). Throws naming
+// what is missing.
 std::string resolve_checkpoint(const std::string& path);
 // The run directory a checkpoint directory belongs to (its parent).
 std::string checkpoint_run_dir(const std::string& ckpt_dir);
@@ -74,6 +81,14 @@ std::vector<std::pair<std::string, std::string>> read_train_options(const std::s
 std::string write_checkpoint(const std::string& out, const ModelMeta& meta, const ParamLayout& layout,
                              const float* params, const TrainState& state, Dtype moment_dtype, const void* m,
                              const void* v);
+
+// Before a model is built from a checkpoint's metadata: refuses at once a
+// file too small for the parameters the metadata claims (a damaged or forged
+// "100000 layers" builds nothing), then checks every tensor against `layout`
+// (the model that metadata describes, not yet allocated): each one the model
+// needs present with its exact shape and dtype F32, and none it does not have.
+void check_checkpoint_size(const SafetensorsFile& model_file, const ModelConfig& cfg);
+void check_checkpoint_tensors(const SafetensorsFile& model_file, const ParamLayout& layout);
 
 // Reads a checkpoint's parameters into host F32 (layout order), after
 // checking its metadata against `want` and every tensor name, shape and dtype
@@ -163,10 +178,16 @@ CheckpointModel<Bk> load_checkpoint_model(Bk& be, const std::string& path, const
   CheckpointModel<Bk> r;
   r.dir = resolve_checkpoint(path);
   SafetensorsFile f(r.dir + "/model.safetensors", "checkpoint");
-  const ModelMeta saved = read_model_meta(f);
+  const ModelMeta saved = read_model_meta(f);  // every number within its range
+  check_checkpoint_size(f, saved.cfg);
   r.meta = saved;  // the overrides change behaviour only; the parameters must still match `saved`
   if (!method_overrides.empty()) apply_method_overrides(r.meta.method_opts, method_overrides);
   r.method = make_method<Bk>(r.meta.method, r.meta.method_opts);
+  // The tensors against the model the metadata describes, before allocating it.
+  const ParamLayout layout = model_layout(r.meta.cfg, *r.method);
+  check_checkpoint_tensors(f, layout);
+  check_memory(model_bytes(r.meta.cfg, (double)layout.total(), sizeof(typename Bk::Real), false),
+               "the model of checkpoint " + r.dir, r.meta.cfg.describe());
   r.model = make_model(be, r.meta.cfg, *r.method);
   load_params(*r.model, saved, f);
   return r;

@@ -1,6 +1,10 @@
 #include "train/flags.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -10,8 +14,12 @@
 
 namespace ada {
 
-void Flags::add(const std::string& n, int* v, const std::string& h) { flags_.push_back({n, h, kInt, v}); }
-void Flags::add(const std::string& n, long long* v, const std::string& h) { flags_.push_back({n, h, kLong, v}); }
+void Flags::add(const std::string& n, int* v, const std::string& h, long long lo, long long hi) {
+  flags_.push_back({n, h, kInt, v, std::max<long long>(lo, INT_MIN), std::min<long long>(hi, INT_MAX)});
+}
+void Flags::add(const std::string& n, long long* v, const std::string& h, long long lo, long long hi) {
+  flags_.push_back({n, h, kLong, v, lo, hi});
+}
 void Flags::add(const std::string& n, double* v, const std::string& h) { flags_.push_back({n, h, kDouble, v}); }
 void Flags::add(const std::string& n, std::string* v, const std::string& h) { flags_.push_back({n, h, kString, v}); }
 void Flags::add(const std::string& n, bool* v, const std::string& h) { flags_.push_back({n, h, kBool, v}); }
@@ -29,36 +37,47 @@ bool Flags::was_set(const std::string& name) const {
   return false;
 }
 
-static long long parse_integer(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
+bool Flags::integer_range(const std::string& name, long long* lo, long long* hi) const {
+  for (auto& f : flags_)
+    if ((f.kind == kInt || f.kind == kLong) && f.name == name) {
+      *lo = f.lo, *hi = f.hi;
+      return true;
+    }
+  return false;
+}
+
+long long parse_integer(const std::string& what, const std::string& text, long long lo, long long hi) {
+  // An optional sign, then 1 to 19 decimal digits: nothing that strtoll would skip or stop at.
+  size_t i = (!text.empty() && (text[0] == '-' || text[0] == '+')) ? 1 : 0;
+  const size_t digits = text.size() - i;
+  bool ok = digits >= 1;
+  for (size_t k = i; k < text.size(); k++) ok &= text[k] >= '0' && text[k] <= '9';
+  const std::string shown = text.size() > 40 ? text.substr(0, 40) + "..." : text;
+  check(ok, what + " expects an integer, got '" + shown + "'");
   errno = 0;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  // accept 1e6-style integers too
-  if (*end == 'e' || *end == 'E' || *end == '.') {
-    double d = std::strtod(v.c_str(), &end);
-    if (*end == 0 && d == (double)(long long)d) return (long long)d;
-  }
-  check(!v.empty() && *end == 0 && errno == 0, flag + " expects an integer, got '" + v + "'");
+  const long long x = std::strtoll(text.c_str(), nullptr, 10);
+  const std::string range = std::to_string(lo) + " and " + std::to_string(hi);
+  check(errno != ERANGE && x >= lo && x <= hi, what + " must be between " + range + " (got " + shown + ")");
+  return x;
+}
+
+double parse_number(const std::string& what, const std::string& text) {
+  char* end = nullptr;
+  const double x = std::strtod(text.c_str(), &end);
+  const std::string shown = text.size() > 40 ? text.substr(0, 40) + "..." : text;
+  const bool hex = text.find_first_of("xX") != std::string::npos;  // strtod reads hex floats: not a decimal number
+  check(!text.empty() && *end == 0 && !hex && !std::isspace((unsigned char)text[0]),
+        what + " expects a number, got '" + shown + "'");
+  check(std::isfinite(x), what + " must be a finite number (got " + shown + ")");
   return x;
 }
 
 void Flags::assign(Flag& f, const std::string& v) {
   f.set = true;
   switch (f.kind) {
-    case kInt: {
-      long long x = parse_integer(f.name, v);
-      check(x >= -2147483647LL && x <= 2147483647LL, f.name + " value out of range: " + v);
-      *(int*)f.ptr = (int)x;
-      break;
-    }
-    case kLong: *(long long*)f.ptr = parse_integer(f.name, v); break;
-    case kDouble: {
-      char* end = nullptr;
-      double x = std::strtod(v.c_str(), &end);
-      check(!v.empty() && *end == 0, f.name + " expects a number, got '" + v + "'");
-      *(double*)f.ptr = x;
-      break;
-    }
+    case kInt: *(int*)f.ptr = (int)parse_integer(f.name, v, f.lo, f.hi); break;
+    case kLong: *(long long*)f.ptr = parse_integer(f.name, v, f.lo, f.hi); break;
+    case kDouble: *(double*)f.ptr = parse_number(f.name, v); break;
     case kString: *(std::string*)f.ptr = v; break;
     case kBool:
       check(v == "1" || v == "0" || v == "true" || v == "false", f.name + " expects 0/1 or true/false, got '" + v + "'");

@@ -1,11 +1,13 @@
 #include "train/options.h"
 
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 #include "core/common.h"
 #include "train/cpu_instances.h"
+#include "train/memory_budget.h"
 
 namespace ada {
 
@@ -21,13 +23,13 @@ void add_train_flags(Flags& f, TrainOptions& o) {
   f.add("--config", &o.config,
         "size preset: tiny | small | 70m | test (the tests' model, V 23, context 64: give it e.g. --seq 64 --vocab 256 "
         "--tokenizer bytes)");
-  f.add("--vocab", &o.vocab, "override: vocabulary size V (0 = preset)");
-  f.add("--dim", &o.dim, "override: model width D");
-  f.add("--layers", &o.layers, "override: layers L");
-  f.add("--heads", &o.heads, "override: attention heads H");
-  f.add("--hidden", &o.hidden, "override: SwiGLU hidden width F");
-  f.add("--max-seq", &o.max_seq, "override: context length the model supports");
-  f.add("--tied", &o.tied, "override: 1 ties the output head to the embedding, 0 unties (-1 = preset)");
+  f.add("--vocab", &o.vocab, "override: vocabulary size V (0 = preset)", 0, kMaxVocab);
+  f.add("--dim", &o.dim, "override: model width D", 0, kMaxDim);
+  f.add("--layers", &o.layers, "override: layers L", 0, kMaxLayers);
+  f.add("--heads", &o.heads, "override: attention heads H", 0, kMaxHeads);
+  f.add("--hidden", &o.hidden, "override: SwiGLU hidden width F", 0, kMaxHidden);
+  f.add("--max-seq", &o.max_seq, "override: context length the model supports", 0, kMaxSeq);
+  f.add("--tied", &o.tied, "override: 1 ties the output head to the embedding, 0 unties (-1 = preset)", -1, 1);
   f.add("--embed-scale", &o.embed_scale,
         "input scale x = s E[x] of the token embeddings: method (its own: 1, ponder K sqrt(D), latent_cot "
         "sqrt(2.5 D)), a number, or a method name whose scale to use (standard | ponder | latent_cot)");
@@ -36,26 +38,27 @@ void add_train_flags(Flags& f, TrainOptions& o) {
   f.add("--tokenizer", &o.tokenizer, "auto | bytes | gpt2 | path to a BPE file (auto: GPT-2 for V >= 50257, else data/kjv_bpe4096.txt)");
   f.add("--val-fraction", &o.val_fraction, "fraction of a text file held out for validation (its end)");
   f.section("optimisation");
-  f.add("--steps", &o.steps, "optimizer steps");
-  f.add("--batch", &o.batch, "sequences per micro-batch B");
-  f.add("--seq", &o.seq, "tokens per sequence T");
-  f.add("--accum", &o.accum, "micro-batches accumulated per optimizer step");
+  f.add("--steps", &o.steps, "optimizer steps", 1, kMaxSteps);
+  f.add("--batch", &o.batch, "sequences per micro-batch B", 1, kMaxBatch);
+  f.add("--seq", &o.seq, "tokens per sequence T", 1, kMaxSeq);
+  f.add("--accum", &o.accum, "micro-batches accumulated per optimizer step", 1, kMaxBatch);
   f.add("--lr", &o.lr, "peak learning rate");
   f.add("--min-lr-frac", &o.min_lr_frac, "cosine decay ends at this fraction of --lr");
-  f.add("--warmup", &o.warmup, "linear warmup steps");
+  f.add("--warmup", &o.warmup, "linear warmup steps", 0, kMaxSteps);
   f.add("--weight-decay", &o.weight_decay, "AdamW decoupled weight decay (matrices only)");
   f.add("--clip", &o.clip, "gradient global-norm clipping (0 = off)");
   f.add("--beta1", &o.beta1, "AdamW beta1");
   f.add("--beta2", &o.beta2, "AdamW beta2");
-  f.add("--seed", &o.seed, "seed for initialisation and data order");
+  f.add("--seed", &o.seed, "seed for initialisation and data order", 0, LLONG_MAX);
   f.section("evaluation and output");
-  f.add("--eval-every", &o.eval_every, "evaluate on validation data every N steps (0 = only at the end)");
-  f.add("--eval-batches", &o.eval_batches, "validation batches per evaluation");
-  f.add("--log-every", &o.log_every, "print a progress line every N steps");
+  f.add("--eval-every", &o.eval_every, "evaluate on validation data every N steps (0 = only at the end)", 0, kMaxSteps);
+  f.add("--eval-batches", &o.eval_batches, "validation batches per evaluation", 1, kMaxBatch);
+  f.add("--log-every", &o.log_every, "print a progress line every N steps", 1, kMaxSteps);
   f.add("--out", &o.out, "output directory (metrics.jsonl, checkpoints); default runs/<method>-<config>");
-  f.add("--threads", &o.threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)");
+  f.add("--threads", &o.threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)", 0, kMaxThreads);
   f.section("checkpoints");
-  f.add("--save-every", &o.save_every, "keep a checkpoint <out>/ckpt_<step> every N steps (0 = only at the end)");
+  f.add("--save-every", &o.save_every, "keep a checkpoint <out>/ckpt_<step> every N steps (0 = only at the end)", 0,
+        kMaxSteps);
   f.add("--resume", &o.resume, "continue a run: its output directory (latest checkpoint) or a ckpt_<step> directory");
   f.add("--init-from", &o.init_from,
         "start from the backbone weights of another run (its output or ckpt_<step> directory, any method); the "
@@ -97,26 +100,34 @@ void TrainOptions::validate() const {
     all += (all.empty() ? "" : ", ") + n;
   }
   check(known, "unknown --method '" + method + "' (available: " + all + ")");
+  // Every integer within its flag's range, declared once in add_train_flags:
+  // options set in code (tests, compare) get the same checks and messages.
+  {
+    TrainOptions scratch;
+    Flags f("options", "");
+    add_train_flags(f, scratch);
+    std::vector<std::string> args = {"options"};
+    for (auto& [name, value] : option_values(*this)) args.push_back("--" + name + "=" + value);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    f.parse((int)argv.size(), argv.data());
+  }
   const ModelConfig c = model_config();
-  check(steps > 0, "--steps must be positive (got " + std::to_string(steps) + ")");
-  check(batch > 0, "--batch must be positive (got " + std::to_string(batch) + ")");
-  check(seq > 0, "--seq must be positive (got " + std::to_string(seq) + ")");
   check(seq <= c.max_seq, "--seq " + std::to_string(seq) + " is longer than the model context " +
                               std::to_string(c.max_seq) + " (pass --seq " + std::to_string(c.max_seq) +
                               " or less, or raise --max-seq)" + (config == "test" ? kTestPresetHint : ""));
-  check(accum > 0, "--accum must be positive (got " + std::to_string(accum) + ")");
+  // Memory, estimated from the sizes before anything is allocated (float32, as on the CPU).
+  const int passes = make_method<CpuBackend<float>>(method, method_opts)->max_passes();
+  const double rows = (double)batch * seq * passes;
+  check_memory(model_bytes(c, (double)c.num_params(), 4, true) + activation_bytes(c, rows, 4, true), "training",
+               c.describe() + "; " + std::to_string(batch) + " x " + std::to_string(seq) + " tokens x " +
+                   std::to_string(passes) + " passes per micro-batch");
   check(lr > 0 && lr < 10, "--lr must be in (0, 10) (got " + std::to_string(lr) + ")");
   check(min_lr_frac >= 0 && min_lr_frac <= 1, "--min-lr-frac must be in [0, 1]");
-  check(warmup >= 0, "--warmup must be >= 0");
   check(weight_decay >= 0, "--weight-decay must be >= 0");
   check(clip >= 0, "--clip must be >= 0");
   check(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "--beta1 and --beta2 must be in [0, 1)");
-  check(eval_every >= 0, "--eval-every must be >= 0");
-  check(eval_batches > 0, "--eval-batches must be positive");
-  check(log_every > 0, "--log-every must be positive");
   check(val_fraction > 0 && val_fraction < 1, "--val-fraction must be in (0, 1)");
-  check(threads >= 0, "--threads must be >= 0");
-  check(save_every >= 0, "--save-every must be >= 0");
   check(resume.empty() || init_from.empty(),
         "--resume and --init-from exclude each other (--resume continues a run with its optimizer state; "
         "--init-from starts a new run from another run's weights)");

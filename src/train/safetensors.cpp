@@ -174,6 +174,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path, const std::string& wha
     if (numel > UINT64_MAX / esz || t.end - t.begin != numel * esz)
       bad(where + "has " + std::to_string(t.end - t.begin) + " bytes but " + dt->text + " " + shape_string(t.shape) +
           " needs " + std::to_string(numel * esz));
+    if (!index_.emplace(name, tensors_.size()).second) bad(where + "appears twice");
     tensors_.push_back(std::move(t));
   }
 
@@ -196,9 +197,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path, const std::string& wha
 }
 
 const TensorEntry* SafetensorsFile::find(const std::string& name) const {
-  for (auto& t : tensors_)
-    if (t.name == name) return &t;
-  return nullptr;
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
 const TensorEntry& SafetensorsFile::get(const std::string& name) const {

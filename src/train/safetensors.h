@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,7 @@ class SafetensorsFile {
   std::vector<char> data_;  // the whole file
   size_t data_start_ = 0;   // 8 + header length
   std::vector<TensorEntry> tensors_;
+  std::unordered_map<std::string, size_t> index_;  // name -> position in tensors_ (find in constant time)
   std::map<std::string, std::string> meta_;
 };
 

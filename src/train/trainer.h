@@ -82,6 +82,19 @@ class Trainer {
   }
 
   TrainResult run(const Dataset& data, bool verbose = true) {
+    // Everything is checked before anything is written: a refused run (a
+    // resume on other data, say) leaves its output directory as it was.
+    // Ids outside the vocabulary would index past the embedding table.
+    check_vocab(*data.train, (uint32_t)cfg_.vocab, "training data (model vocabulary " + std::to_string(cfg_.vocab) + ")");
+    check_vocab(*data.val, (uint32_t)cfg_.vocab, "validation data (model vocabulary " + std::to_string(cfg_.vocab) + ")");
+    if (resumed_)
+      check(data.train->size() == state_.train_tokens,
+            "the training data has " + std::to_string(data.train->size()) + " tokens but checkpoint " + ckpt_dir_ +
+                " was trained on " + std::to_string(state_.train_tokens) + " (a different --data or --tokenizer?)");
+    Batcher batcher(*data.train, o_.batch, o_.seq, (uint64_t)o_.seed + 1);
+    CosineSchedule sched{o_.lr, o_.min_lr_frac, o_.warmup, o_.steps};
+    if (resumed_) batcher.rng().set_state(state_.data_rng);
+
     std::error_code ec;
     std::filesystem::create_directories(o_.out, ec);
     check(std::filesystem::is_directory(o_.out, ec), "cannot create the output directory " + o_.out + ": " + ec.message());
@@ -90,17 +103,6 @@ class Trainer {
     metrics_.open(metrics_path, resumed_);
     curves_ = resumed_ ? read_run_curves(metrics_path, run_label()) : RunCurves();  // the log so far
     curves_.label = run_label();
-    // Ids outside the vocabulary would index past the embedding table.
-    check_vocab(*data.train, (uint32_t)cfg_.vocab, "training data (model vocabulary " + std::to_string(cfg_.vocab) + ")");
-    check_vocab(*data.val, (uint32_t)cfg_.vocab, "validation data (model vocabulary " + std::to_string(cfg_.vocab) + ")");
-    Batcher batcher(*data.train, o_.batch, o_.seq, (uint64_t)o_.seed + 1);
-    CosineSchedule sched{o_.lr, o_.min_lr_frac, o_.warmup, o_.steps};
-    if (resumed_) {
-      check(data.train->size() == state_.train_tokens,
-            "the training data has " + std::to_string(data.train->size()) + " tokens but checkpoint " + ckpt_dir_ +
-                " was trained on " + std::to_string(state_.train_tokens) + " (a different --data or --tokenizer?)");
-      batcher.rng().set_state(state_.data_rng);
-    }
     if (verbose) {
       std::printf("model   %s\nmethod  %s (max %d passes per token)\nbackend %s\ndata    %s\n", cfg_.describe().c_str(),
                   method_->name().c_str(), method_->max_passes(), Bk::name(), data.description.c_str());

@@ -1,0 +1,50 @@
+#include "train/memory_budget.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "core/common.h"
+
+namespace ada {
+
+namespace {
+std::string gigabytes(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g GB", bytes / 1e9);
+  return buf;
+}
+}  // namespace
+
+double model_bytes(const ModelConfig& c, double n_params, int real_bytes, bool training) {
+  const double copies = training ? 4 : 1;  // parameters (+ gradients, AdamW m and v)
+  const double rope = 2.0 * c.max_seq * (c.head_dim() / 2) * real_bytes;  // cos and sin tables
+  return copies * n_params * real_bytes + rope;
+}
+
+double activation_bytes(const ModelConfig& c, double rows, int real_bytes, bool training) {
+  // per layer and row: 2 norms, q|k|v, attention output, its projection, the
+  // residual (D each but qkv 3D: 8D), gate|up and SwiGLU (3F), softmax sums (H)
+  const double per_layer = 8.0 * c.dim + 3.0 * c.hidden + c.heads;
+  const double layers = training ? c.layers : 1;
+  const double logits = (training ? 2.0 : 1.0) * c.vocab;  // logits (and their gradient)
+  return rows * (layers * per_layer + logits) * real_bytes;
+}
+
+double available_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  double avail = pages > 0 && page > 0 ? (double)pages * (double)page : 1e18;
+  struct rlimit lim;
+  if (::getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY && (double)lim.rlim_cur < avail)
+    avail = (double)lim.rlim_cur;
+  return avail;
+}
+
+void check_memory(double bytes, const std::string& what, const std::string& detail) {
+  const double avail = available_memory_bytes();
+  check(bytes <= avail, what + " needs about " + gigabytes(bytes) + " (" + detail + "), more than the " +
+                            gigabytes(avail) + " this machine has");
+}
+
+}  // namespace ada

@@ -1,0 +1,34 @@
+// Memory a model needs, estimated from its sizes before anything is
+// allocated, and the check that refuses what this machine cannot hold, so a
+// size flag or a checkpoint's metadata can never end in std::bad_alloc (or in
+// the kernel's out-of-memory killer) after minutes of work.
+//
+// The estimates are rough lower bounds: the buffers every step certainly
+// holds. They exist to refuse the impossible with a clear message, not to
+// predict the peak exactly.
+#pragma once
+#include <string>
+
+#include "core/config.h"
+
+namespace ada {
+
+// The model's own buffers: its parameters (and, when training, their
+// gradients and the two AdamW moments), `real_bytes` per value, plus the RoPE
+// tables.
+double model_bytes(const ModelConfig& c, double n_params, int real_bytes, bool training);
+
+// One step's activations for `rows` rows (batch x seq x passes): per row the
+// block's intermediate values (of every layer when training, kept for the
+// backward; of one layer at a time otherwise) and the logits.
+double activation_bytes(const ModelConfig& c, double rows, int real_bytes, bool training);
+
+// What this process may use: the machine's physical memory, or the address-
+// space limit (ulimit -v) when that is lower.
+double available_memory_bytes();
+
+// Throws ada::Error "<what> needs about 12.3 GB (<detail>), more than the
+// 7.6 GB this machine has" when bytes exceed available_memory_bytes().
+void check_memory(double bytes, const std::string& what, const std::string& detail);
+
+}  // namespace ada
