@@ -85,10 +85,9 @@ bench: bench_cpu
 # The whole suite (CPU code, the CUDA kernels under the host runner, and the
 # programs the workflow tests start) built with AddressSanitizer and
 # UndefinedBehaviorSanitizer, float-to-int overflow included, in build/san/;
-# the first report stops the run. -O2, not the usual -O1 of sanitizer builds:
-# the CPU kernels' `omp simd` reductions (the log-sum-exp over V = 50304, for
-# one) are only vectorized, and so only as accurate as the tests expect, from
-# -O2 up. Fiber switches are announced to ASan (cuda/hostrun/fiber.cpp).
+# the first report stops the run. -O2 keeps the gradient checks and the
+# host-runner kernels fast enough for CI; fiber switches are announced to ASan
+# (cuda/hostrun/fiber.cpp), so its stack checks hold inside kernels.
 SAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
 # The input fuzzer (tests/test_fuzz.cpp) at full size: make test runs 240
 # cases, this 3000 (ADA_FUZZ_CASES, ADA_FUZZ_SEED to change).
