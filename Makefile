@@ -4,6 +4,8 @@
 #   make test         build and run every GoogleTest suite (no GPU needed)
 #   make train_cpu    the CPU trainer
 #   make bench        CPU throughput benchmark
+#   make sanitize     every test under AddressSanitizer + UBSan (build/san/)
+#   make fuzz         3000 damaged inputs against the programs (make test runs 240)
 #   make train_gpu    the CUDA trainer (needs nvcc)
 #
 # Layout: library code in src/<area>/*.cpp is compiled once into build/libada.a;
@@ -79,6 +81,25 @@ test: all $(BUILD)/run_tests
 
 bench: bench_cpu
 	./bench_cpu
+
+# The whole suite (CPU code, the CUDA kernels under the host runner, and the
+# programs the workflow tests start) built with AddressSanitizer and
+# UndefinedBehaviorSanitizer, float-to-int overflow included, in build/san/;
+# the first report stops the run. -O2 keeps the gradient checks and the
+# host-runner kernels fast enough for CI; fiber switches are announced to ASan
+# (cuda/hostrun/fiber.cpp), so its stack checks hold inside kernels.
+SAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
+# The input fuzzer (tests/test_fuzz.cpp) at full size: make test runs 240
+# cases, this 3000 (ADA_FUZZ_CASES, ADA_FUZZ_SEED to change).
+.PHONY: fuzz
+fuzz: all $(BUILD)/run_tests
+	ADA_FUZZ_CASES=$${ADA_FUZZ_CASES:-3000} ADA_BIN_DIR=$(BIN) ADA_TOKENIZE_BIN=$(BIN)/tokenize OMP_NUM_THREADS=1 \
+	  $(BUILD)/run_tests --gtest_filter='Fuzz.*'
+
+.PHONY: sanitize
+sanitize:
+	$(MAKE) BUILD=$(BUILD)/san BIN=$(BUILD)/san/bin OPT="-O2 -march=native $(SAN_FLAGS)" \
+	  LDFLAGS="-fopenmp $(SAN_FLAGS)" test
 
 clean:
 	rm -rf $(BUILD) $(APPS) train_gpu

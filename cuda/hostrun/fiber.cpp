@@ -15,6 +15,10 @@
 
 #include "core/common.h"
 
+#if ADA_HOSTRUN_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 namespace ada::hostrun {
 
 // ---------------------------------------------------------------------------
@@ -153,6 +157,40 @@ void install_overflow_reporter() {
 }
 
 // ---------------------------------------------------------------------------
+// ASan's view of the switches (a no-op in normal builds). Before a switch:
+// "the next stack is [bottom, bottom + size)". After arriving, on the new
+// stack: "done", which also tells us the bounds of the stack we left; those
+// are recorded in the context we left (the OS thread's stack is learned so).
+namespace {
+#if ADA_HOSTRUN_ASAN
+thread_local Context* t_switching_from = nullptr;
+
+void asan_before_switch(Context& from, Context& to, void** fake_stack) {
+  t_switching_from = &from;
+  __sanitizer_start_switch_fiber(fake_stack, to.stack_bottom, to.stack_size);
+}
+void asan_after_switch(void* fake_stack) {
+  Context* left = t_switching_from;
+  __sanitizer_finish_switch_fiber(fake_stack, &left->stack_bottom, &left->stack_size);
+}
+#endif
+
+// A fresh fiber's first frame: under ASan it completes the switch that
+// started it before running the entry.
+[[maybe_unused]] void fresh_fiber(void* ctx_ptr) {
+  Context* ctx = static_cast<Context*>(ctx_ptr);
+#if ADA_HOSTRUN_ASAN
+  asan_after_switch(nullptr);
+#endif
+#if !ADA_HOSTRUN_ASM_SWITCH || ADA_HOSTRUN_ASAN
+  ctx->entry(ctx->arg);
+#endif
+  (void)ctx;
+  std::abort();  // entries never return
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------
 // Context switch.
 #if ADA_HOSTRUN_ASM_SWITCH
 
@@ -220,6 +258,15 @@ void make_context(Context& ctx, const FiberStack& stack, FiberEntry entry, void*
   const uintptr_t top =
       (reinterpret_cast<uintptr_t>(stack.lo()) + stack.size()) & ~uintptr_t(15);
   void** sp = reinterpret_cast<void**>(top - 16) - 7;
+#if ADA_HOSTRUN_ASAN
+  // Start in fresh_fiber(&ctx), which announces the arrival to ASan first.
+  ctx.entry = entry;
+  ctx.arg = arg;
+  ctx.stack_bottom = stack.lo();
+  ctx.stack_size = stack.size();
+  arg = &ctx;
+  entry = &fresh_fiber;
+#endif
   sp[0] = nullptr;                                            // r15
   sp[1] = nullptr;                                            // r14
   sp[2] = reinterpret_cast<void*>(entry);                     // r13
@@ -230,14 +277,21 @@ void make_context(Context& ctx, const FiberStack& stack, FiberEntry entry, void*
   ctx.sp = sp;
 }
 
+#if ADA_HOSTRUN_ASAN
+void switch_context(Context& from, Context& to) {
+  void* fake_stack = nullptr;
+  asan_before_switch(from, to, &fake_stack);
+  ada_hostrun_swap(&from.sp, to.sp);
+  asan_after_switch(fake_stack);  // back on `from`'s stack
+}
+#endif
+
 #else  // ucontext fallback
 
 namespace {
 // makecontext passes only int arguments, so the Context pointer travels in two.
 void ucontext_trampoline(unsigned hi, unsigned lo) {
-  Context* ctx = reinterpret_cast<Context*>((uintptr_t(hi) << 32) | uintptr_t(lo));
-  ctx->entry(ctx->arg);
-  std::abort();  // entries never return
+  fresh_fiber(reinterpret_cast<Context*>((uintptr_t(hi) << 32) | uintptr_t(lo)));
 }
 }  // namespace
 
@@ -248,13 +302,24 @@ void make_context(Context& ctx, const FiberStack& stack, FiberEntry entry, void*
   ctx.uc.uc_link = nullptr;
   ctx.entry = entry;
   ctx.arg = arg;
+#if ADA_HOSTRUN_ASAN
+  ctx.stack_bottom = stack.lo();
+  ctx.stack_size = stack.size();
+#endif
   const uintptr_t p = reinterpret_cast<uintptr_t>(&ctx);
   makecontext(&ctx.uc, reinterpret_cast<void (*)()>(&ucontext_trampoline), 2,
               unsigned(p >> 32), unsigned(p & 0xffffffffu));
 }
 
 void switch_context(Context& from, Context& to) {
+#if ADA_HOSTRUN_ASAN
+  void* fake_stack = nullptr;
+  asan_before_switch(from, to, &fake_stack);
+#endif
   if (swapcontext(&from.uc, &to.uc) != 0) std::abort();
+#if ADA_HOSTRUN_ASAN
+  asan_after_switch(fake_stack);
+#endif
 }
 
 #endif

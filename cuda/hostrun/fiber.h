@@ -14,6 +14,21 @@
 #pragma once
 #include <cstddef>
 
+// AddressSanitizer must be told when the stack changes under it, or it takes
+// a fiber stack for a corrupt thread stack (false reports, "ignoring requested
+// __asan_handle_no_return"). Under ASan every switch is announced with
+// __sanitizer_start_switch_fiber / __sanitizer_finish_switch_fiber.
+#if defined(__SANITIZE_ADDRESS__)
+#define ADA_HOSTRUN_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ADA_HOSTRUN_ASAN 1
+#endif
+#endif
+#ifndef ADA_HOSTRUN_ASAN
+#define ADA_HOSTRUN_ASAN 0
+#endif
+
 #if defined(__x86_64__) && !defined(ADA_HOSTRUN_UCONTEXT) && !(defined(__CET__) && (__CET__ & 2))
 #define ADA_HOSTRUN_ASM_SWITCH 1
 #else
@@ -31,8 +46,16 @@ struct Context {
   void* sp = nullptr;  // the saved registers live on the suspended stack itself
 #else
   ucontext_t uc;
+#endif
+#if !ADA_HOSTRUN_ASM_SWITCH || ADA_HOSTRUN_ASAN
   FiberEntry entry = nullptr;  // what a fresh context starts (read by the trampoline)
   void* arg = nullptr;
+#endif
+#if ADA_HOSTRUN_ASAN
+  // The stack this context runs on, for ASan: a fiber's from make_context; the
+  // OS thread's own, learned on the first switch away from it.
+  const void* stack_bottom = nullptr;
+  size_t stack_size = 0;
 #endif
 };
 
@@ -71,6 +94,8 @@ void make_context(Context& ctx, const FiberStack& stack, FiberEntry entry, void*
 // less on every stack, which matters when hundreds of stacks take turns.)
 #if ADA_HOSTRUN_ASM_SWITCH
 extern "C" void ada_hostrun_swap(void** save_sp, void* load_sp);
+#endif
+#if ADA_HOSTRUN_ASM_SWITCH && !ADA_HOSTRUN_ASAN
 inline void switch_context(Context& from, Context& to) { ada_hostrun_swap(&from.sp, to.sp); }
 #else
 void switch_context(Context& from, Context& to);
