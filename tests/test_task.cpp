@@ -105,7 +105,7 @@ TEST(EvalAccuracy, HandMadeCasePerTokenAndPerClass) {
   Rng r(5);
   toks[0] = 3;
   for (size_t i = 1; i < toks.size(); i++) toks[i] = r.uniform() < 0.6 ? (toks[i - 1] + 1) % V : (int32_t)r.below(V);
-  VectorTokens src(toks, V);
+  VectorTokens src(toks);
   TokenClasses classes;
   classes.names = {"even", "odd", "tens"};
   for (size_t i = 0; i < toks.size(); i++) classes.ids.push_back(i % 10 == 0 ? 2 : i % 2);
@@ -154,7 +154,7 @@ TEST(EvalAccuracy, HandMadeCasePerTokenAndPerClass) {
     }
   }
   // without classes: no class columns
-  VectorTokens plain(toks, V);
+  VectorTokens plain(toks);
   const EvalReport e = evaluate_model(*model, method, plain, nullptr, 2, 8, 0);
   EXPECT_TRUE(e.cls.empty());
   EXPECT_TRUE(e.class_names.empty());
@@ -163,7 +163,7 @@ TEST(EvalAccuracy, HandMadeCasePerTokenAndPerClass) {
 }
 
 TEST(EvalAccuracy, ClassesMustMatchTheTokens) {
-  VectorTokens src(std::vector<int32_t>{1, 2, 3}, 5);
+  VectorTokens src(std::vector<int32_t>{1, 2, 3});
   TokenClasses c;
   c.names = {"a"};
   c.ids = {0, 0};
