@@ -57,12 +57,13 @@ bool is_text_spec(const std::string& spec) {
 // target's index in the evaluated split; cls: its difficulty class id, -1
 // when the data has none), in evaluation order (the same for every
 // checkpoint evaluated with the same data, split, --seq, --batch and
-// --batches).
+// --batches). The NLL is written with 17 significant digits, so that it reads
+// back as the same double and pairing a run with its own file gives exactly 0.
 void write_per_token(const std::string& path, const EvalReport& r) {
   std::string s = "nll,passes,correct,position,cls\n";
-  char buf[96];
+  char buf[128];
   for (size_t i = 0; i < r.nll.size(); i++) {
-    std::snprintf(buf, sizeof buf, "%.9g,%.6g,%d,%zu,%d\n", r.nll[i], r.passes[i], (int)r.correct[i], r.position[i],
+    std::snprintf(buf, sizeof buf, "%.17g,%.6g,%d,%zu,%d\n", r.nll[i], r.passes[i], (int)r.correct[i], r.position[i],
                   r.cls.empty() ? -1 : r.cls[i]);
     s += buf;
   }
