@@ -301,6 +301,7 @@ TEST(Precision, CybWithPauses) {
   for (double s : sd) paused += s > 1;
   EXPECT_GT(paused, 0);  // some tokens pause under greedy decoding
   EXPECT_EQ(sf, sd);     // at the same steps in float
+  if (std::getenv("ADA_VERBOSE")) std::printf("abstain logit: float - double up to %.3g\n", max_abs_diff(xf, xd));
   EXPECT_LT(max_abs_diff(xf, xd), 0.1 * kMargin);
   EXPECT_NEAR(c.mf->stats(*c.Mf).ce, c.md->stats(*c.Md).ce, 1e-4 * c.md->stats(*c.Md).ce);  // the greedy answer's loss
   c.expect_match();

@@ -16,6 +16,7 @@
 #include "core/common.h"
 
 #if ADA_HOSTRUN_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -165,6 +166,11 @@ namespace {
 #if ADA_HOSTRUN_ASAN
 thread_local Context* t_switching_from = nullptr;
 
+// A fiber that is abandoned part way (a kernel whose misuse the runner
+// reports, then unwinds past) leaves its frames' redzones poisoned in ASan's
+// shadow of its stack. A stack reused for a new fiber starts clean.
+void asan_fresh_stack(const FiberStack& stack) { __asan_unpoison_memory_region(stack.lo(), stack.size()); }
+
 void asan_before_switch(Context& from, Context& to, void** fake_stack) {
   t_switching_from = &from;
   __sanitizer_start_switch_fiber(fake_stack, to.stack_bottom, to.stack_size);
@@ -260,6 +266,7 @@ void make_context(Context& ctx, const FiberStack& stack, FiberEntry entry, void*
   void** sp = reinterpret_cast<void**>(top - 16) - 7;
 #if ADA_HOSTRUN_ASAN
   // Start in fresh_fiber(&ctx), which announces the arrival to ASan first.
+  asan_fresh_stack(stack);
   ctx.entry = entry;
   ctx.arg = arg;
   ctx.stack_bottom = stack.lo();
@@ -303,6 +310,7 @@ void make_context(Context& ctx, const FiberStack& stack, FiberEntry entry, void*
   ctx.entry = entry;
   ctx.arg = arg;
 #if ADA_HOSTRUN_ASAN
+  asan_fresh_stack(stack);
   ctx.stack_bottom = stack.lo();
   ctx.stack_size = stack.size();
 #endif

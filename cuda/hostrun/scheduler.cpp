@@ -40,6 +40,11 @@ __attribute__((section("ada_hostrun_shared"), used)) static char g_shared_anchor
 namespace ada::hostrun {
 namespace {
 
+// Thrown by fail_in_kernel through a failing kernel thread's frames; caught
+// only by run_threads. Not a std::exception, so kernel code cannot swallow it
+// by catching those.
+struct KernelAbort {};
+
 enum class State : uint8_t { NotStarted, Ready, Running, AtBarrier, AtWarp, Done };
 
 struct Fiber {
@@ -157,7 +162,8 @@ class Runner {
   void warp_sync_point(unsigned mask, WarpCall* call);
   unsigned current_lane() const { return current_ & 31u; }
   void* dynamic_shared() { return dyn_; }
-  [[noreturn]] void fail_in_kernel(const std::string& msg);
+  [[noreturn]] void fail_in_kernel(const std::string& msg);  // throws KernelAbort
+  [[noreturn]] void abandon_fiber();
   bool in_kernel() const { return running_fiber_; }
   void run_threads(Fiber* self);  // fiber_entry's body
 
@@ -445,20 +451,26 @@ ADA_HOSTRUN_HOT void Runner::reschedule(Fiber* self, bool self_finished) {
 
 void Runner::run_threads(Fiber* self) {
   for (;;) {
-    bool threw = false;
+    bool failed = false;
     try {
-      thunk_(ctx_);
-    } catch (const std::exception& e) {
-      error_ = std::string("kernel threw: ") + e.what();
-      threw = true;
-    } catch (...) {
-      error_ = "kernel threw a non-standard exception";
-      threw = true;
+      try {
+        thunk_(ctx_);
+      } catch (const KernelAbort&) {
+        throw;  // error_ is set: the runner itself found the misuse
+      } catch (const std::exception& e) {
+        error_ = "hostrun: " + where() + ": kernel threw: " + e.what();
+        failed = true;
+      } catch (...) {
+        error_ = "hostrun: " + where() + ": kernel threw a non-standard exception";
+        failed = true;
+      }
+      if (!failed) on_thread_exit(self);
+    } catch (const KernelAbort&) {
+      failed = true;
     }
-    // Leave the catch block before switching away: the exception object and
+    // Leave the catch blocks before switching away: the exception object and
     // the C++ runtime's "caught exceptions" stack belong to this OS thread.
-    if (threw) fail_in_kernel(std::string(error_));
-    on_thread_exit(self);
+    if (failed) abandon_fiber();
   }
 }
 
@@ -558,8 +570,17 @@ void Runner::complete_warp(unsigned w, unsigned group, unsigned mask, WarpCall* 
   ++collectives_;
 }
 
+// The message is kept, then the failing thread's frames are unwound up to
+// run_threads (KernelAbort), so that nothing they own (the message's own
+// temporaries included) is left behind on a stack that is never resumed.
 void Runner::fail_in_kernel(const std::string& msg) {
   error_ = "hostrun: " + where() + ": " + msg;
+  throw KernelAbort{};
+}
+
+// Back to the launching thread for good, from run_threads' own frame (nothing
+// of the kernel's is left on this stack): run_block reports error_.
+void Runner::abandon_fiber() {
   Fiber* self = threads_[current_].fiber;
   switch_to(self->ctx, main_ctx_);
   std::abort();  // never resumed: recover() gives the fiber a fresh context
