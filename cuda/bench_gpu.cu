@@ -166,8 +166,8 @@ void bench_gemms(CudaBackend& be, int N, int D, int F, int V, int reps, const st
                 ours_total, "", ref_total, "", ref_total / ours_total);
   }
   cublasDestroy(h);
-  cudaFree(A16);
-  cudaFree(B16);
+  CUDA_CHECK(cudaFree(A16));
+  CUDA_CHECK(cudaFree(B16));
 }
 
 // ---- the other kernels ------------------------------------------------------------
@@ -233,7 +233,7 @@ void bench_kernels(CudaBackend& be, int B, int T, const ModelConfig& c, size_t n
                 },
                 reps),
         0, 10.0 * hs * pairs);
-    for (auto* p : {d_qslot, d_qstart, d_order, d_depth, d_valid}) cudaFree(p);
+    for (auto* p : {d_qslot, d_qstart, d_order, d_depth, d_valid}) CUDA_CHECK(cudaFree(p));
   }
   {
     Buffer gu((size_t)N * 2 * F), act((size_t)N * F), dgu((size_t)N * 2 * F);
@@ -265,7 +265,7 @@ void bench_kernels(CudaBackend& be, int B, int T, const ModelConfig& c, size_t n
         f4 * 2 * N * D);
     row("embedding backward (atomic runs)",
         time_ms(be, [&] { be.embedding_backward(table.p, d_y, e.p, N, D, 1.0f); }, reps), f4 * 3 * N * D);
-    cudaFree(d_y);
+    CUDA_CHECK(cudaFree(d_y));
   }
   {
     Buffer p(n_params), g(n_params), m(n_params), v(n_params);
@@ -276,7 +276,7 @@ void bench_kernels(CudaBackend& be, int B, int T, const ModelConfig& c, size_t n
         time_ms(be, [&] { be.adamw_step(p.p, g.p, m.p, v.p, n_params, n_params / 2, h, 1.0); }, reps),
         f4 * 8 * n_params);
   }
-  cudaFree(d_pos);
+  CUDA_CHECK(cudaFree(d_pos));
 }
 
 // ---- whole training steps ------------------------------------------------------------

@@ -33,10 +33,19 @@
 
 namespace ada {
 
+// True for the errors a kernel leaves behind: they surface at whatever call
+// comes next (usually a synchronisation), not at the kernel that caused them.
+inline bool is_kernel_fault(cudaError_t e) {
+  return e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure || e == cudaErrorMisalignedAddress ||
+         e == cudaErrorIllegalInstruction || e == cudaErrorInvalidPc || e == cudaErrorHardwareStackError ||
+         e == cudaErrorAssert || e == cudaErrorLaunchTimeout || e == cudaErrorInvalidAddressSpace;
+}
+
 inline void cuda_check(cudaError_t e, const char* what, const char* file, int line) {
   if (e != cudaSuccess)
     fail(std::string("CUDA error: ") + cudaGetErrorString(e) + " (" + what + ") at " + file + ":" +
-         std::to_string(line));
+         std::to_string(line) +
+         (is_kernel_fault(e) ? "\nHINT: an earlier kernel failed; run again with ADA_CUDA_SYNC=1 to name it" : ""));
 }
 
 }  // namespace ada

@@ -3,6 +3,7 @@
 #include "cuda_backend.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace ada {
@@ -26,13 +27,23 @@ void CudaBackend::init() {
 }
 
 CudaBackend::~CudaBackend() {
-  // No throwing from a destructor: errors here are ignored.
-  cudaStreamSynchronize(stream);
-  for (auto& e : half_done_) cudaEventDestroy(e);
-  cudaFreeHost(staging_);
-  cudaFree(work_);
-  cudaFree(d_scalars_);
-  cudaStreamDestroy(stream);
+  // A destructor must not throw (it may run while an error unwinds), so the
+  // first failing call is reported on stderr instead: a kernel fault that no
+  // one synchronised on before is not lost.
+  cudaError_t first = cudaSuccess;
+  const char* where = "";
+  auto note = [&](cudaError_t e, const char* what) {
+    if (e != cudaSuccess && first == cudaSuccess) first = e, where = what;
+  };
+  note(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  for (auto& e : half_done_) note(cudaEventDestroy(e), "cudaEventDestroy");
+  note(cudaFreeHost(staging_), "cudaFreeHost");
+  if (work_) note(cudaFree(work_), "cudaFree");
+  note(cudaFree(d_scalars_), "cudaFree");
+  note(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  if (first != cudaSuccess)
+    std::fprintf(stderr, "warning: CUDA error while releasing the GPU backend: %s (%s)\n", cudaGetErrorString(first),
+                 where);
 }
 
 // ---- memory ------------------------------------------------------------------
@@ -48,8 +59,8 @@ void CudaBackend::raw_free(void* p) {
   // Kernels queued on the stream may still use the memory (the arena frees
   // its blocks when it merges them at a reset): wait for them first. Frees
   // happen only while the arena grows, in the first steps.
-  cudaStreamSynchronize(stream);
-  cudaFree(p);
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  CUDA_CHECK(cudaFree(p));
 }
 
 void CudaBackend::memset_zero(void* p, size_t bytes) {

@@ -3,15 +3,26 @@
 //   ada::launch(kernel, grid, block, shmem_bytes, stream, args...);
 //
 // Under nvcc it is kernel<<<grid, block, shmem_bytes, stream>>>(args...)
-// followed by a launch error check (throws ada::Error). Under the host compiler
-// the host runner executes the whole grid on the CPU before returning (and
-// throws ada::Error for an invalid launch or a kernel fault such as a
-// barrier deadlock). `kernel` is a __global__ function (a template kernel is
-// passed with its arguments spelled out: my_kernel<float, 4>); the arguments
-// are converted to the kernel's parameter types at the call, as CUDA does, and
-// each kernel thread receives its own copy of them.
+// followed by a launch error check (throws ada::Error). With ADA_CUDA_SYNC=1
+// in the environment it also waits for the kernel and checks how it ended, so
+// a fault (illegal address, device assert) is reported at the launch that
+// caused it instead of at a later synchronisation; slow, for debugging.
+// Under the host compiler the host runner executes the whole grid on the CPU
+// before returning (and throws ada::Error for an invalid launch or a kernel
+// fault such as a barrier deadlock). `kernel` is a __global__ function (a
+// template kernel is passed with its arguments spelled out: my_kernel<float,
+// 4>); the arguments are converted to the kernel's parameter types at the
+// call, as CUDA does, and each kernel thread receives its own copy of them.
+//
+// Every error names the launch: the function that called ada::launch, and
+// its file and line. The compiler fills these in at each call site: the
+// shared-memory argument converts to a LaunchSite, whose constructor's
+// default arguments (__builtin_FUNCTION/FILE/LINE) are evaluated where the
+// conversion happens, i.e. at the call (g++ and nvcc both do this).
 #pragma once
 
+#include <cstdlib>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -20,20 +31,50 @@
 
 namespace ada {
 
+// The dynamic shared-memory bytes of a launch, and where the launch is written.
+struct LaunchSite {
+  size_t shmem;
+  const char* function;
+  const char* file;
+  int line;
+  LaunchSite(size_t shmem_bytes, const char* fn = __builtin_FUNCTION(), const char* f = __builtin_FILE(),
+             int l = __builtin_LINE())
+      : shmem(shmem_bytes), function(fn), file(f), line(l) {}
+  // "the kernel launched by rmsnorm_forward (cuda/rmsnorm.cu:42)"
+  std::string describe() const {
+    return std::string("the kernel launched by ") + function + " (" + file + ":" + std::to_string(line) + ")";
+  }
+};
+
+// ADA_CUDA_SYNC=1: wait for every kernel and check it (read once).
+inline bool sync_every_launch() {
+  static const bool on = [] {
+    const char* e = std::getenv("ADA_CUDA_SYNC");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
+
 #if defined(__CUDACC__)
 
+inline void check_launch(cudaError_t e, const LaunchSite& site, const char* stage) {
+  if (e != cudaSuccess)
+    fail(std::string("CUDA error: ") + cudaGetErrorString(e) + " " + stage + " " + site.describe());
+}
+
 template <typename... P, typename... A>
-void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
+void launch(void (*kernel)(P...), dim3 grid, dim3 block, LaunchSite site, cudaStream_t stream,
             A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "ada::launch: wrong number of kernel arguments");
-  kernel<<<grid, block, shmem, stream>>>(std::forward<A>(args)...);
-  cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__);
+  kernel<<<grid, block, site.shmem, stream>>>(std::forward<A>(args)...);
+  check_launch(cudaGetLastError(), site, "launching");
+  if (sync_every_launch()) check_launch(cudaStreamSynchronize(stream), site, "running");
 }
 
 #else
 
 template <typename... P, typename... A>
-void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
+void launch(void (*kernel)(P...), dim3 grid, dim3 block, LaunchSite site, cudaStream_t stream,
             A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "ada::launch: wrong number of kernel arguments");
   (void)stream;  // streams run in order: the launch is complete when this returns
@@ -49,7 +90,11 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStrea
     auto* cl = static_cast<Closure*>(c);
     std::apply(cl->kernel, *cl->params);
   };
-  hostrun::run_launch(reinterpret_cast<const void*>(kernel), grid, block, shmem, thunk, &closure);
+  try {
+    hostrun::run_launch(reinterpret_cast<const void*>(kernel), grid, block, site.shmem, thunk, &closure);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " [" + site.describe() + "]");
+  }
 }
 
 #endif

@@ -7,6 +7,10 @@
 //   add, axpy, scale, fill: flat vectors of n elements.
 // Row ops: one block (kRowThreads threads) per row, consecutive threads on
 // consecutive columns. row_dot: one warp per row. Flat ops: grid-stride loops.
+#include <string>
+#include <unordered_map>
+#include <vector>
+
 #include "compat.h"
 #include "launch.h"
 #include "device_util.h"
@@ -79,11 +83,38 @@ __global__ void __launch_bounds__(kThreads) fill_kernel(float* y, float v, size_
 void gather_rows(cudaStream_t s, float* dst, int ldd, const float* src, int lds, const int* idx, int n, int w) {
   if (n > 0 && w > 0) launch(move_rows_kernel<kGather>, n, kRowThreads, 0, s, dst, ldd, src, lds, idx, w);
 }
+// Two entries of idx naming one destination row would race on a GPU (two
+// blocks writing, or adding to, the same row), and the host runner, which
+// runs blocks one after the other, would never show it. So under the runner,
+// and in GPU builds with -DADA_CUDA_DEBUG (make NVCC_OPT="-O3 -DADA_CUDA_DEBUG"),
+// the indices are checked first; release GPU builds trust their callers.
+void check_distinct_rows(cudaStream_t s, const int* idx, int n, const char* op) {
+#if !defined(__CUDACC__) || defined(ADA_CUDA_DEBUG)
+  std::vector<int> h(n);
+  CUDA_CHECK(cudaMemcpyAsync(h.data(), idx, n * sizeof(int), cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  std::unordered_map<int, int> first;  // destination row -> the entry that named it first
+  for (int i = 0; i < n; i++) {
+    const auto [at, fresh] = first.emplace(h[i], i);
+    if (!fresh)
+      fail(std::string(op) + ": destination row " + std::to_string(h[i]) + " is named twice (entries " +
+           std::to_string(at->second) + " and " + std::to_string(i) + "); the indices must be distinct, or two " +
+           "blocks race on that row on a GPU");
+  }
+#else
+  (void)s, (void)idx, (void)n, (void)op;
+#endif
+}
+
 void scatter_rows(cudaStream_t s, float* dst, int ldd, const float* src, int lds, const int* idx, int n, int w) {
-  if (n > 0 && w > 0) launch(move_rows_kernel<kScatter>, n, kRowThreads, 0, s, dst, ldd, src, lds, idx, w);
+  if (n <= 0 || w <= 0) return;
+  check_distinct_rows(s, idx, n, "scatter_rows");
+  launch(move_rows_kernel<kScatter>, n, kRowThreads, 0, s, dst, ldd, src, lds, idx, w);
 }
 void scatter_add_rows(cudaStream_t s, float* dst, int ldd, const float* src, int lds, const int* idx, int n, int w) {
-  if (n > 0 && w > 0) launch(move_rows_kernel<kScatterAdd>, n, kRowThreads, 0, s, dst, ldd, src, lds, idx, w);
+  if (n <= 0 || w <= 0) return;
+  check_distinct_rows(s, idx, n, "scatter_add_rows");
+  launch(move_rows_kernel<kScatterAdd>, n, kRowThreads, 0, s, dst, ldd, src, lds, idx, w);
 }
 void scale_rows(cudaStream_t s, float* y, const float* x, const float* sc, int n, int D) {
   const size_t total = static_cast<size_t>(n) * D;

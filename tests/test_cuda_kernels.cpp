@@ -524,6 +524,24 @@ TEST(CudaKernels, Rows) {
     g.scatter_add_rows(d_dst.p(), ldd, d_src.p(), lds, d_idx.p(), n, w);
     expect_close("scatter_add_rows", d_dst.get(), dst);
   }
+#if !defined(__CUDACC__) || defined(ADA_CUDA_DEBUG)
+  {  // a destination named twice would race on a GPU: refused, naming both entries
+    const IVec twice = {3, 17, 0, 8, 17, 5, 11, 2, 14};
+    Dev<int> d_twice(g, twice);
+    Vec dst = randn(static_cast<size_t>(rows) * ldd, 106);
+    Dev<float> d_src(g, src), d_dst(g, dst);
+    for (bool add : {false, true}) {
+      try {
+        if (add) g.scatter_add_rows(d_dst.p(), ldd, d_src.p(), lds, d_twice.p(), n, w);
+        else g.scatter_rows(d_dst.p(), ldd, d_src.p(), lds, d_twice.p(), n, w);
+        ADD_FAILURE() << "a repeated destination row was accepted (add " << add << ")";
+      } catch (const ada::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("destination row 17 is named twice (entries 1 and 4)"), std::string::npos)
+            << e.what();
+      }
+    }
+  }
+#endif
   const int D = 70;
   const Vec x = randn(static_cast<size_t>(n) * D, 103), x2 = randn(x.size(), 104), s = randn(n, 105);
   Vec y(x.size()), dots(n);

@@ -760,6 +760,24 @@ TEST(HostRun, MisuseIsReportedAsErrors) {
   for (float v : out.download()) EXPECT_EQ(v, 1.0f);
 }
 
+// Every launch error names where the launch is written: the calling
+// function, file and line (LaunchSite in cuda/launch.h, filled in by the
+// compiler at the call). On the GPU the same site names the kernel in a
+// launch error and, with ADA_CUDA_SYNC=1, in a fault.
+const int kBadLaunchLine = __LINE__ + 1;
+void launch_divergent_barriers(float* out) { ada::launch(divergent_barriers, 1, 64, 0, nullptr, out); }
+
+TEST(HostRun, ErrorsNameTheLaunchSite) {
+  DeviceArray<float> out(64);
+  expect_error([&] { launch_divergent_barriers(out.get()); },
+               "the kernel launched by launch_divergent_barriers (");
+  expect_error([&] { launch_divergent_barriers(out.get()); }, "test_hostrun.cpp:" + std::to_string(kBadLaunchLine) + ")");
+  const ada::LaunchSite here(128);
+  EXPECT_EQ(here.shmem, 128u);
+  EXPECT_STREQ(here.function, "TestBody");
+  EXPECT_EQ(here.line, __LINE__ - 3);
+}
+
 // A frame too big for the fiber stack lands in the guard area below it and
 // stops the process with a hint, instead of corrupting another stack.
 __global__ void big_frame(float* out) {
