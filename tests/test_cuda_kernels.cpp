@@ -174,8 +174,10 @@ double gemm_tol(GemmPrecision p) {
   return p == GemmPrecision::Fp32 ? kFp32Tol : p == GemmPrecision::Tf32 ? 5e-3 : 2e-2;
 }
 
-// The four matmul ops of the backend (six GEMM shapes) on one size.
-void check_matmuls(GemmPrecision p, int N, int I, int O) {
+// The four matmul ops of the backend (six GEMM shapes) on one size, writing
+// and accumulating; big: only y = x W^T, dx = dy W and dW += dy^T x,
+// accumulating (the shapes of the large layers, kept quick under the runner).
+void check_matmuls(GemmPrecision p, int N, int I, int O, bool big = false) {
   Gpu g(p);
   Cpu c;
   const double tol = gemm_tol(p);
@@ -184,6 +186,7 @@ void check_matmuls(GemmPrecision p, int N, int I, int O) {
   const size_t ni = static_cast<size_t>(N) * I, no = static_cast<size_t>(N) * O, io = static_cast<size_t>(I) * O;
   const Vec x = randn(ni, 30), W = randn(io, 31), dy = randn(no, 32);
   for (bool acc : {false, true}) {
+    if (big && !acc) continue;
     const std::string t = tag + (acc ? " (+=)" : "");
     Vec y = randn(no, 33), dx = randn(ni, 34), dW = randn(io, 35);
     Dev<float> d_x(g, x), d_W(g, W), d_dy(g, dy), d_y(g, y), d_dx(g, dx), d_dW(g, dW);
@@ -196,6 +199,7 @@ void check_matmuls(GemmPrecision p, int N, int I, int O) {
     g.matmul_backward(d_dx.p(), d_dW.p(), d_dy.p(), d_x.p(), d_W.p(), N, I, O, acc);
     expect_close("gemm dx = dy W      " + t, d_dx.get(), dx, tol);
     expect_close("gemm dW += dy^T x   " + t, d_dW.get(), dW, tol);
+    if (big) continue;
     // y = x W  (W as (I, O)); dx = dy W^T, dW += x^T dy
     c.matmul_nn_forward(y.data(), x.data(), W.data(), N, I, O, acc);
     g.matmul_nn_forward(d_y.p(), d_x.p(), d_W.p(), N, I, O, acc);
@@ -375,6 +379,27 @@ TEST(CudaKernels, AttentionHeadSize128) {
   // the largest head size: more than 48 KiB of dynamic shared memory
   AttnCase a{"hs=128", 1, 33, 1, 128, {}, {}, {}, {}, ada::kAnyDepth};
   for (int s = 0; s < a.S; s++) a.qslot.push_back(s), a.order.push_back(s);
+  a.depth.assign(a.S, 0), a.valid.assign(a.S, 1);
+  check_attention(a);
+}
+
+// The 70m config's shapes (D = 512, F = 1408, V = 50304, H = 8, hs = 64, up
+// to 1024 keys) with few rows, so they stay quick under the runner. The
+// head's dx GEMM (K = V, 4 output tiles) takes the automatic split-K path, and
+// its forward (393 column tiles) is more than one wave of blocks on an H100.
+TEST(CudaKernels, SeventyMShapes) {
+  const int rows = 2, D = 512, F = 1408, V = 50304;
+  ada::cuda::GemmShape head_dx;
+  head_dx.M = rows, head_dx.N = D, head_dx.K = V;
+  EXPECT_GT(ada::cuda::gemm_auto_splits(GemmPrecision::Bf16, head_dx), 1);
+  for (GemmPrecision p : {GemmPrecision::Fp32, GemmPrecision::Bf16}) {
+    check_matmuls(p, rows, D, V, true);  // the untied head
+    check_matmuls(p, rows, F, D, true);  // down (K = F)
+  }
+  // Attention with head size 64 over 1024 keys: the last 6 positions query.
+  AttnCase a{"70m: hs=64, 8 heads, 1024 keys", 1, 1024, 8, 64, {}, {}, {}, {}, ada::kAnyDepth};
+  for (int s = 1018; s < a.S; s++) a.qslot.push_back(s);
+  for (int s = 0; s < a.S; s++) a.order.push_back(s);
   a.depth.assign(a.S, 0), a.valid.assign(a.S, 1);
   check_attention(a);
 }

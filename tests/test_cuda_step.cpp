@@ -9,6 +9,17 @@
 // The GEMMs run in fp32 (tight tolerances) and with bf16 tensor cores (loose
 // ones: bf16 inputs carry 8 significant bits).
 //
+// Discrete decisions (argmax, halting statistics, AdamW's sign-like first
+// steps) are compared exactly under the host runner, whose kernels are the
+// same C++ as the CPU twin's arithmetic order allows. On a real GPU, nvcc
+// contracts multiply-adds into FMAs and uses its own expf, so a token whose
+// two best logits (or whose gate and tau) are within rounding may decide the
+// other way without any bug: there the decisions are compared by agreement
+// rate (at least 99% of tokens; halting statistics within what 2% of tokens
+// deciding differently moves them), and the parameters after AdamW are not
+// compared (the gradients before it are: one flipped sign of a near-zero
+// gradient moves a parameter by a whole lr in AdamW's first step).
+//
 // TaH2 runs in both, but its bf16 comparison is made at a better-conditioned
 // point (see variants()): at the 0.3 parameter scale its three depths make
 // the gradient itself ill-conditioned -- in double precision on the CPU, a
@@ -31,6 +42,12 @@
 #include "methods/registry.h"
 
 namespace {
+
+#if defined(__CUDACC__)
+constexpr bool kRealGpu = true;  // built by nvcc: test_gpu on a GPU
+#else
+constexpr bool kRealGpu = false;  // the host runner: make test
+#endif
 
 using ada::Batch;
 using Cpu = ada::CpuBackend<float>;
@@ -183,11 +200,20 @@ void compare_step(const Variant& v, GemmPrecision p, const Tolerances& tol) {
   EXPECT_LE(loss_err, tol.loss) << tag << ": loss " << got.loss << " vs " << want.loss;
   EXPECT_NEAR(got.ce, want.ce, tol.loss * std::abs(want.ce)) << tag;
   if (!bf16) {
-    EXPECT_EQ(got.argmax, want.argmax) << tag << ": per_token_argmax";
+    if (!kRealGpu) {
+      EXPECT_EQ(got.argmax, want.argmax) << tag << ": per_token_argmax";
+    } else {
+      ASSERT_EQ(got.argmax.size(), want.argmax.size());
+      size_t same = 0;
+      for (size_t i = 0; i < got.argmax.size(); i++) same += got.argmax[i] == want.argmax[i];
+      EXPECT_GE(same, 0.99 * want.argmax.size()) << tag << ": per_token_argmax agrees on " << same << " of "
+                                                  << want.argmax.size() << " tokens";
+    }
   }
   ASSERT_EQ(got.halting.size(), want.halting.size());
+  const double halting_tol = kRealGpu ? 2e-2 : 1e-3;
   for (size_t i = 0; i < got.halting.size(); i++)
-    EXPECT_NEAR(got.halting[i].second, want.halting[i].second, 1e-3 * (1 + std::abs(want.halting[i].second)))
+    EXPECT_NEAR(got.halting[i].second, want.halting[i].second, halting_tol * (1 + std::abs(want.halting[i].second)))
         << tag << " " << want.halting[i].first;
 
   // Per parameter tensor: max |diff| / max |cpu gradient|.
@@ -204,7 +230,7 @@ void compare_step(const Variant& v, GemmPrecision p, const Tolerances& tol) {
     if (e > worst_grad) worst_grad = e, worst_name = t.name;
     worst_param = std::max(worst_param, pdiff / 1e-3);
     EXPECT_LE(e, tol.grad) << tag << ": gradient of " << t.name;
-    EXPECT_LE(pdiff / 1e-3, tol.param_lr) << tag << ": parameters of " << t.name << " after AdamW";
+    if (!kRealGpu) EXPECT_LE(pdiff / 1e-3, tol.param_lr) << tag << ": parameters of " << t.name << " after AdamW";
   }
   if (verbose)
     std::printf("  %-34s worst grad rel err %.2e (%s), params after AdamW within %.2e lr, grad norm %.6f vs %.6f\n",
