@@ -1,0 +1,72 @@
+// The step arena (src/backend/arena.h): allocations never overlap, a request
+// that does not fit the newest block uses the room left in earlier ones
+// (first fit), reset() merges the blocks into one that holds the whole step,
+// after which the same step allocates nothing, and the peaks are tracked.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "backend/arena.h"
+#include "backend/cpu_backend.h"
+
+using namespace ada;
+
+namespace {
+using Be = CpuBackend<float>;
+
+// The byte ranges of one step's allocations (sizes in floats), filled with
+// their index so that an overlap shows as a wrong value.
+std::vector<std::pair<float*, size_t>> one_step(Arena<Be>& a, const std::vector<size_t>& sizes) {
+  std::vector<std::pair<float*, size_t>> got;
+  for (size_t i = 0; i < sizes.size(); i++) {
+    float* p = a.alloc<float>(sizes[i]);
+    std::fill(p, p + sizes[i], float(i));
+    got.push_back({p, sizes[i]});
+  }
+  return got;
+}
+
+void expect_disjoint(const std::vector<std::pair<float*, size_t>>& got) {
+  for (size_t i = 0; i < got.size(); i++) {
+    for (size_t k = 0; k < got[i].second; k++) ASSERT_EQ(got[i].first[k], float(i)) << "allocation " << i;
+    for (size_t j = i + 1; j < got.size(); j++) {
+      const bool apart = got[i].first + got[i].second <= got[j].first || got[j].first + got[j].second <= got[i].first;
+      EXPECT_TRUE(apart) << "allocations " << i << " and " << j << " overlap";
+    }
+  }
+}
+}  // namespace
+
+TEST(Arena, FirstFitMergeAndPeaks) {
+  Be be;
+  Arena<Be> a(be, 4096);  // one block of 4 KiB
+  // 600 floats (2400 B) fit the first block; 1000 (4000 B) do not fit what is
+  // left and open a second block; 300 (1200 B) fit the first block's tail.
+  const std::vector<size_t> sizes = {600, 1000, 300, 10, 2000, 5};
+  const auto got = one_step(a, sizes);
+  expect_disjoint(got);
+  const size_t first_block_capacity = 4096;
+  auto in_first_block = [&](float* p) {
+    return std::any_of(got.begin(), got.begin() + 1, [&](auto& g) {
+      return (char*)p >= (char*)g.first && (char*)p < (char*)g.first + first_block_capacity;
+    });
+  };
+  EXPECT_TRUE(in_first_block(got[2].first)) << "the 1200-byte request should use the first block's tail";
+  size_t used = 0;
+  for (size_t s : sizes) used += (s * sizeof(float) + 255) / 256 * 256;
+  EXPECT_EQ(a.peak_used(), used);
+  EXPECT_GE(a.peak_capacity(), used);
+  EXPECT_EQ(a.peak_capacity(), a.capacity());
+  // reset merges into one block with 1/8 headroom; the same step then fits.
+  a.reset();
+  const size_t merged = a.capacity();
+  EXPECT_GE(merged, used + used / 8);
+  EXPECT_LT(merged, used + used / 8 + 256);
+  expect_disjoint(one_step(a, sizes));
+  EXPECT_EQ(a.capacity(), merged);
+  a.reset();
+  EXPECT_EQ(a.capacity(), merged);
+  EXPECT_EQ(a.peak_used(), used);
+}
