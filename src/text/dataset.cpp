@@ -17,6 +17,10 @@ namespace ada {
 SliceTokens::SliceTokens(std::shared_ptr<const TokenSource> base, size_t begin, size_t n)
     : base_(std::move(base)), begin_(begin), n_(n) {
   check(begin + n <= base_->size(), "token slice past the end of its source");
+  if (const TokenClasses* c = base_->classes()) {
+    classes_.names = c->names;
+    classes_.ids.assign(c->ids.begin() + begin, c->ids.begin() + begin + n);
+  }
 }
 
 void SliceTokens::read(size_t start, size_t n, int32_t* out) const {
@@ -134,6 +138,7 @@ Dataset shard_dataset(const std::vector<std::string>& train_files, std::vector<s
     split(ds, train, val_fraction);
     desc += ", no val shards: the last " + std::to_string(ds.val->size()) + " tokens are validation";
   }
+  if (const TokenClasses* c = ds.train->classes()) desc += ", class side files (" + std::to_string(c->names.size()) + " classes)";
   ds.description = desc;
   return ds;
 }

@@ -55,17 +55,20 @@ std::vector<int32_t> tokenize_document(const std::string& text, const Tokenizer&
 // one when val_fraction > 0 and n >= 2. The validation tokens are the last ones.
 size_t num_val_tokens(size_t n, double val_fraction);
 
-// Tokens [begin, begin + n) of another source, which it keeps alive.
+// Tokens [begin, begin + n) of another source, which it keeps alive, with
+// the same slice of the source's classes when it has some.
 class SliceTokens : public TokenSource {
  public:
   SliceTokens(std::shared_ptr<const TokenSource> base, size_t begin, size_t n);
   size_t size() const override { return n_; }
   void read(size_t start, size_t n, int32_t* out) const override;
   std::string locate(size_t pos) const override;  // the base's position
+  const TokenClasses* classes() const override { return classes_.names.empty() ? nullptr : &classes_; }
 
  private:
   std::shared_ptr<const TokenSource> base_;
   size_t begin_, n_;
+  TokenClasses classes_;
 };
 
 }  // namespace ada

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "text/class_file.h"
 
 namespace ada {
 
@@ -162,6 +163,9 @@ MultiShardTokens::MultiShardTokens(const std::vector<std::string>& paths) {
     shards_.push_back(std::make_unique<ShardTokens>(p));
     offsets_.push_back(offsets_.back() + shards_.back()->size());
   }
+  std::vector<size_t> sizes;
+  for (auto& s : shards_) sizes.push_back(s->size());
+  classes_ = read_shard_classes(paths, sizes);
 }
 
 size_t MultiShardTokens::shard_of(size_t pos) const {

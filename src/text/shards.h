@@ -70,7 +70,10 @@ class ShardTokens : public TokenSource {
   uint32_t header_vocab_ = 0;
 };
 
-// Several shards read as one sequence, in the order given.
+// Several shards read as one sequence, in the order given. When every shard
+// has a class side file beside it ("x.bin" -> "x.cls", class_file.h), their
+// classes are read (and validated against the shards) too; a side file beside
+// only some of the shards is an error.
 class MultiShardTokens : public TokenSource {
  public:
   explicit MultiShardTokens(const std::vector<std::string>& paths);
@@ -78,6 +81,8 @@ class MultiShardTokens : public TokenSource {
   size_t size() const override { return offsets_.back(); }
   void read(size_t start, size_t n, int32_t* out) const override;
   std::string locate(size_t pos) const override;  // the shard's file and the position in it
+  // The shards' class side files (class_file.h), when every shard has one.
+  const TokenClasses* classes() const override { return classes_.names.empty() ? nullptr : &classes_; }
 
   size_t num_shards() const { return shards_.size(); }
   const ShardTokens& shard(size_t i) const { return *shards_[i]; }
@@ -85,6 +90,7 @@ class MultiShardTokens : public TokenSource {
  private:
   std::vector<std::unique_ptr<ShardTokens>> shards_;
   std::vector<size_t> offsets_;  // offsets_[i] = tokens before shard i; back() = total
+  TokenClasses classes_;         // empty names when the shards have no side files
   size_t shard_of(size_t pos) const;  // the shard holding token pos
 };
 

@@ -1,0 +1,387 @@
+// The synthetic variable-chain task (text/chain_task.h, make_task) and its
+// class side files (text/class_file.h): determinism, the classes against an
+// independent reading of the text, refusal of damaged side files, and eval's
+// per-class figures on a run trained briefly on the task.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "text/chain_task.h"
+#include "text/class_file.h"
+#include "text/dataset.h"
+#include "text/shards.h"
+#include "workflow_util.h"
+
+using namespace ada;
+using namespace ada::test;
+
+namespace {
+
+std::vector<int32_t> task_tokens(const ChainTaskOptions& o, size_t lines, uint64_t seed,
+                                 std::vector<uint8_t>* classes = nullptr) {
+  Rng rng(seed);
+  std::vector<int32_t> t;
+  std::vector<uint8_t> c;
+  generate_chain_task(o, lines, rng, t, c);
+  EXPECT_EQ(t.size(), c.size());
+  if (classes) *classes = c;
+  return t;
+}
+
+bool is_letter(char c) { return c >= 'a' && c <= 'z'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Reads one program the way a person would (without the generator's data
+// structures) and checks every token's class; adds each query's hop count
+// to `hops`. A query's lookups: a breadth-first search from the asked
+// variable over the assignments "x=y" (either way) to the nearest variable
+// whose digit the line already shows (an assignment "x=d" or an earlier
+// answer "?x=d"), plus the one lookup that reads the digit.
+void check_program(const std::string& line, const uint8_t* cls, const ChainTaskOptions& o, std::map<int, int>& hops) {
+  const int M = o.assignments, Q = o.queries;
+  ASSERT_EQ(line.size(), size_t(o.line_tokens()));
+  std::map<char, std::vector<char>> links;  // undirected
+  std::map<char, char> shown;               // variable -> digit the text shows for it
+  std::set<char> defined, asked;
+  int roots = 0;
+  // Every program is groups of 4: name '=' (value, name or answer) separator.
+  for (int g = 0; g < M + Q; g++) {
+    const char* p = line.data() + 4 * g;
+    const uint8_t* c = cls + 4 * g;
+    ASSERT_TRUE(is_letter(p[0])) << line;
+    EXPECT_EQ(c[0], kTaskName) << line;
+    EXPECT_EQ(p[1], '=') << line;
+    EXPECT_EQ(c[1], kTaskFormat) << line;
+    const char want_sep = g < M - 1 ? ';' : g < M + Q - 1 ? '?' : '\n';
+    EXPECT_EQ(p[3], want_sep) << line;
+    EXPECT_EQ(c[3], kTaskFormat) << line;
+    if (g < M) {  // an assignment
+      EXPECT_TRUE(defined.insert(p[0]).second) << "variable assigned twice: " << line;
+      if (is_digit(p[2])) {
+        EXPECT_EQ(c[2], kTaskValue) << line;
+        shown[p[0]] = p[2];
+        roots++;
+      } else {
+        ASSERT_TRUE(is_letter(p[2])) << line;
+        EXPECT_EQ(c[2], kTaskName) << line;
+        links[p[0]].push_back(p[2]);
+        links[p[2]].push_back(p[0]);
+      }
+      continue;
+    }
+    // a query: breadth-first search to the nearest shown digit
+    EXPECT_TRUE(defined.count(p[0])) << line;
+    EXPECT_TRUE(asked.insert(p[0]).second) << "variable asked twice: " << line;
+    std::map<char, int> dist = {{p[0], 0}};
+    std::vector<char> frontier = {p[0]};
+    int found = -1;
+    char digit = 0;
+    for (size_t i = 0; i < frontier.size() && found < 0; i++) {
+      const char v = frontier[i];
+      if (shown.count(v)) found = dist[v], digit = shown[v];
+      for (char u : links[v])
+        if (!dist.count(u)) dist[u] = dist[v] + 1, frontier.push_back(u);
+    }
+    ASSERT_GE(found, 0) << "no digit reachable: " << line;
+    EXPECT_EQ(p[2], digit) << "the answer is the digit of the variable's chain: " << line;
+    const int k = found + 1;
+    ASSERT_LE(k, o.max_hops()) << line;
+    EXPECT_EQ(cls[4 * g + 2], kTaskHop1 + k - 1) << line;
+    hops[k]++;
+    shown[p[0]] = p[2];
+  }
+  EXPECT_EQ(roots, o.chains) << line;
+  for (auto& kv : links)
+    for (char u : kv.second) EXPECT_TRUE(defined.count(u)) << "undefined variable " << u << ": " << line;
+}
+
+void check_programs(const std::vector<int32_t>& t, const std::vector<uint8_t>& cls, const ChainTaskOptions& o,
+                    std::map<int, int>& hops) {
+  const size_t L = o.line_tokens();
+  ASSERT_EQ(t.size() % L, 0u);
+  ASSERT_EQ(cls.size(), t.size());
+  for (size_t s = 0; s < t.size(); s += L) {
+    const std::string line(t.begin() + s, t.begin() + s + L);
+    check_program(line, cls.data() + s, o, hops);
+  }
+}
+
+// A class side file's bytes, built by hand (not by write_class_file).
+std::string side_bytes(int32_t magic, int32_t version, int32_t n, int32_t c, const std::string& names,
+                       const std::string& ids) {
+  int32_t h[256] = {};
+  h[0] = magic, h[1] = version, h[2] = n, h[3] = c, h[4] = int32_t(names.size());
+  return std::string(reinterpret_cast<const char*>(h), sizeof(h)) + names + ids;
+}
+
+}  // namespace
+
+TEST(ChainTask, SameSeedSameProgramsOtherSeedOthers) {
+  ChainTaskOptions o;
+  std::vector<uint8_t> c1, c2, c3;
+  const auto a = task_tokens(o, 50, 7, &c1), b = task_tokens(o, 50, 7, &c2), c = task_tokens(o, 50, 8, &c3);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(c1, c2);
+  EXPECT_NE(a, c);
+  ASSERT_EQ(a.size(), 50u * o.line_tokens());
+  EXPECT_EQ(o.line_tokens(), 64);  // the default program fills half a window of 128
+  EXPECT_EQ(o.max_hops(), 6);
+}
+
+// Every token's class, every answer and the chain structure against an
+// independent reading of the text; every hop count occurs, the short ones
+// most; root digits are uniform.
+TEST(ChainTask, ClassesAgreeWithAnIndependentReadingOfTheText) {
+  ChainTaskOptions other;
+  other.assignments = 12, other.chains = 2, other.queries = 4;
+  for (const ChainTaskOptions& o : {ChainTaskOptions(), other}) {
+    SCOPED_TRACE("M " + std::to_string(o.assignments) + " R " + std::to_string(o.chains));
+    std::vector<uint8_t> cls;
+    const size_t lines = 3000;
+    const auto t = task_tokens(o, lines, 11, &cls);
+    std::map<int, int> hops;
+    check_programs(t, cls, o, hops);
+    int answers = 0;
+    for (auto& kv : hops) answers += kv.second;
+    EXPECT_EQ(answers, int(lines) * o.queries);
+    ASSERT_EQ(hops.size(), size_t(o.max_hops())) << "every hop count occurs";
+    for (int k = 2; k <= o.max_hops(); k++) EXPECT_GE(hops[2], hops[k]) << k;  // most need 1 or 2 lookups
+    // value digits are uniform: each digit 7% to 13% of the roots
+    std::map<int, int> digits;
+    size_t values = 0;
+    for (size_t i = 0; i < t.size(); i++)
+      if (cls[i] == kTaskValue) digits[t[i]]++, values++;
+    EXPECT_EQ(values, lines * o.chains);
+    ASSERT_EQ(digits.size(), 10u);
+    for (auto& kv : digits) EXPECT_NEAR(double(kv.second) / values, 0.1, 0.03) << char(kv.first);
+  }
+  EXPECT_EQ(ChainTaskOptions().class_names(),
+            (std::vector<std::string>{"format", "name", "value", "hop1", "hop2", "hop3", "hop4", "hop5", "hop6"}));
+}
+
+TEST(ChainTask, OptionsThatCannotMakeAProgramAreRefused) {
+  ChainTaskOptions o;
+  o.assignments = 27;
+  expect_error([&] { o.validate(); }, {"--assignments must be between 1 and 26"});
+  o = ChainTaskOptions(), o.chains = 9;
+  expect_error([&] { o.validate(); }, {"--chains must be between 1 and --assignments (8), got 9"});
+  o = ChainTaskOptions(), o.queries = 0;
+  expect_error([&] { o.validate(); }, {"--queries must be between 1 and --assignments (8), got 0"});
+}
+
+TEST(ClassFile, RoundTripAndAttachedToShardsOfADataset) {
+  const std::string dir = scratch_dir("class_files");
+  ChainTaskOptions o;
+  TokenClasses all;
+  all.names = o.class_names();
+  std::vector<int32_t> toks = task_tokens(o, 6, 3, &all.ids);
+  // two train shards (4 and 2 programs) and one val shard
+  const size_t cut = 4 * o.line_tokens();
+  auto part = [&](size_t b, size_t e) {
+    TokenClasses c;
+    c.names = all.names;
+    c.ids.assign(all.ids.begin() + b, all.ids.begin() + e);
+    return c;
+  };
+  write_shard(dir + "/t_train_000000.bin", std::vector<int32_t>(toks.begin(), toks.begin() + cut), 256);
+  write_shard(dir + "/t_train_000001.bin", std::vector<int32_t>(toks.begin() + cut, toks.end()), 256);
+  write_class_file(class_file_for(dir + "/t_train_000000.bin"), part(0, cut));
+  write_class_file(dir + "/t_train_000001.cls", part(cut, toks.size()));
+  const TokenClasses back = read_class_file(dir + "/t_train_000001.cls");
+  EXPECT_EQ(back.names, all.names);
+  EXPECT_EQ(back.ids, part(cut, toks.size()).ids);
+
+  // no val shard: the validation split is the last tokens, with their classes
+  Dataset ds = open_dataset(dir, nullptr, 0.25);
+  ASSERT_NE(ds.train->classes(), nullptr);
+  ASSERT_NE(ds.val->classes(), nullptr);
+  EXPECT_NE(ds.description.find("class side files (9 classes)"), std::string::npos) << ds.description;
+  const size_t n_val = ds.val->size();
+  EXPECT_EQ(ds.train->classes()->ids, std::vector<uint8_t>(all.ids.begin(), all.ids.end() - n_val));
+  EXPECT_EQ(ds.val->classes()->ids, std::vector<uint8_t>(all.ids.end() - n_val, all.ids.end()));
+  EXPECT_EQ(ds.val->classes()->names, all.names);
+
+  // with a val shard and its side file
+  write_shard(dir + "/t_val_000000.bin", std::vector<int32_t>(toks.begin(), toks.begin() + cut), 256);
+  write_class_file(dir + "/t_val_000000.cls", part(0, cut));
+  ds = open_dataset(dir + "/t_train_*.bin", nullptr);
+  ASSERT_NE(ds.train->classes(), nullptr);
+  EXPECT_EQ(ds.train->classes()->ids, all.ids);
+  ASSERT_NE(ds.val->classes(), nullptr);
+  EXPECT_EQ(ds.val->classes()->ids, part(0, cut).ids);
+
+  // shards without side files have no classes
+  const std::string plain = scratch_dir("class_files_plain");
+  write_shard(plain + "/p_train_000000.bin", toks, 256);
+  EXPECT_EQ(open_dataset(plain, nullptr).train->classes(), nullptr);
+}
+
+TEST(ClassFile, DamagedFilesAreRefusedNamingTheFile) {
+  const std::string dir = scratch_dir("class_bad");
+  const std::string names = "format\nhop1\n", f = dir + "/x.cls";
+  write_bytes(f, side_bytes(kClassFileMagic, 1, 3, 2, names, std::string("\0\1\1", 3)));
+  EXPECT_EQ(read_class_file(f).ids, (std::vector<uint8_t>{0, 1, 1}));
+
+  struct Case {
+    std::string bytes, needle;
+  };
+  const std::vector<Case> cases = {
+      {side_bytes(20240520, 1, 3, 2, names, std::string(3, '\0')), "wrong magic number 20240520"},
+      {side_bytes(kClassFileMagic, 2, 3, 2, names, std::string(3, '\0')), "unsupported version 2"},
+      {side_bytes(kClassFileMagic, 1, 4, 2, names, std::string(3, '\0')), "header says 4 tokens"},
+      {side_bytes(kClassFileMagic, 1, 3, 2, names, std::string(4, '\0')), "but the file has"},
+      {side_bytes(kClassFileMagic, 1, 3, 2, names, std::string("\0\2\0", 3)), "token 1 has class 2 but there are 2"},
+      {side_bytes(kClassFileMagic, 1, 3, 3, names, std::string(3, '\0')), "header says 3 classes but the names block has 2"},
+      {side_bytes(kClassFileMagic, 1, 3, 0, names, std::string(3, '\0')), "0 classes in the header"},
+      {side_bytes(kClassFileMagic, 1, 3, 2, "format\nhop 1\n", std::string(3, '\0')), "outside [A-Za-z0-9_-]"},
+      {side_bytes(kClassFileMagic, 1, 3, 2, "a\na\n", std::string(3, '\0')), "'a' appears twice"},
+      {side_bytes(kClassFileMagic, 1, 3, 2, "format\nhop1", std::string(3, '\0')), "does not end with a newline"},
+      {side_bytes(kClassFileMagic, 1, -1, 2, names, ""), "negative token count"},
+      {std::string(100, '\0'), "too short for its header: 100 bytes"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.needle);
+    write_bytes(f, c.bytes);
+    expect_error([&] { read_class_file(f); }, {"class side file " + f, c.needle});
+  }
+  expect_error([&] { read_class_file(dir + "/missing.cls"); }, {"class side file not found: " + dir + "/missing.cls"});
+  TokenClasses bad;
+  bad.names = {"a", "b"};
+  bad.ids = {0, 2};
+  expect_error([&] { write_class_file(f, bad); }, {"token 1 has class 2"});
+}
+
+// A side file must match its shard and its sibling shards' side files.
+TEST(ClassFile, SideFilesMustMatchTheirShards) {
+  const std::string dir = scratch_dir("class_mismatch");
+  const std::vector<int32_t> toks = {'a', '=', '1', ';'};
+  TokenClasses c;
+  c.names = {"format", "name"};
+  c.ids = {1, 0, 1, 0};
+  write_shard(dir + "/m_train_000000.bin", toks, 256);
+  write_shard(dir + "/m_train_000001.bin", toks, 256);
+  write_class_file(dir + "/m_train_000000.cls", c);
+  // the second shard has no side file
+  expect_error([&] { open_dataset(dir + "/m_train_*.bin", nullptr); },
+               {"class side file not found: " + dir + "/m_train_000001.cls", "every shard of a run needs one"});
+  // other class names
+  TokenClasses other = c;
+  other.names = {"format", "value"};
+  write_class_file(dir + "/m_train_000001.cls", other);
+  expect_error([&] { open_dataset(dir + "/m_train_*.bin", nullptr); },
+               {"class side file " + dir + "/m_train_000001.cls names the classes format,value", "format,name"});
+  // fewer ids than the shard has tokens
+  other = c;
+  other.ids.pop_back();
+  write_class_file(dir + "/m_train_000001.cls", other);
+  expect_error([&] { open_dataset(dir + "/m_train_*.bin", nullptr); },
+               {"class side file " + dir + "/m_train_000001.cls has 3 class ids but its shard", "has 4 tokens"});
+  // a damaged side file beside a shard stops the loading too
+  write_bytes(dir + "/m_train_000001.cls", "junk");
+  expect_error([&] { open_dataset(dir + "/m_train_*.bin", nullptr); },
+               {"class side file " + dir + "/m_train_000001.cls is too short for its header"});
+}
+
+// make_task: the same seed gives the same bytes, another seed others; the
+// side files match the shards and an independent reading of the programs.
+TEST(MakeTask, DeterministicFilesWhoseClassesMatchTheirShards) {
+  const std::string make_task = program("make_task");
+  if (make_task.empty()) GTEST_SKIP() << "set ADA_BIN_DIR to the folder of the built programs to run them";
+  const std::string dir = scratch_dir("make_task");
+  const std::string args = " --train-tokens 20000 --val-tokens 3000";
+  for (const char* run : {"a", "b", "c"}) {
+    const std::string seed = std::string(run) == "c" ? "2" : "1";
+    const ProgramResult r = run_program(make_task + " --out " + dir + "/" + run + " --seed " + seed + args, dir);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("64 tokens per program"), std::string::npos) << r.out;
+  }
+  const std::vector<std::string> files = {"chains_train_000000.bin", "chains_train_000000.cls", "chains_val_000000.bin",
+                                          "chains_val_000000.cls"};
+  for (const std::string& f : files) {
+    SCOPED_TRACE(f);
+    const std::string a = read_bytes(dir + "/a/" + f);
+    ASSERT_GT(a.size(), 1024u);
+    EXPECT_EQ(a, read_bytes(dir + "/b/" + f));
+    EXPECT_NE(a, read_bytes(dir + "/c/" + f));
+  }
+  const ChainTaskOptions o;
+  for (const char* split : {"train", "val"}) {
+    SCOPED_TRACE(split);
+    const std::string shard = dir + "/a/chains_" + std::string(split) + "_000000.bin";
+    ShardTokens s(shard);
+    const TokenClasses c = read_class_file(class_file_for(shard));
+    ASSERT_EQ(c.ids.size(), s.size());
+    EXPECT_EQ(c.names, o.class_names());
+    const size_t want = std::string(split) == "train" ? 20000 / 64 * 64 : 3000 / 64 * 64;
+    ASSERT_EQ(s.size(), want);
+    std::vector<int32_t> t(s.size());
+    s.read(0, t.size(), t.data());
+    std::map<int, int> hops;
+    check_programs(t, c.ids, o, hops);
+    int answers = 0;
+    for (auto& kv : hops) answers += kv.second;
+    EXPECT_EQ(answers, int(want / 64 * 8));
+  }
+  expect_program_error(run_program(make_task + " --out " + dir + "/d --queries 9", dir),
+                       "--queries must be between 1 and --assignments (8), got 9");
+  expect_program_error(run_program(make_task + " --seed 3", dir), "--out is required");
+}
+
+// eval on a checkpoint trained briefly on the task prints one row per class,
+// and its per-token file's classes are the side file's.
+TEST(MakeTask, EvalPrintsPerClassFigures) {
+  const std::string make_task = program("make_task"), train_cpu = program("train_cpu"), eval = program("eval");
+  if (make_task.empty() || train_cpu.empty() || eval.empty())
+    GTEST_SKIP() << "set ADA_BIN_DIR to the folder of the built programs to run them";
+  const std::string dir = scratch_dir("task_eval"), data = dir + "/data";
+  ProgramResult r = run_program(make_task + " --out " + data + " --train-tokens 20000 --val-tokens 2048 --seed 5", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run_program(train_cpu + " --config test --vocab 256 --tokenizer bytes --data " + data +
+                      " --steps 30 --batch 4 --seq 64 --lr 1e-2 --eval-every 30 --eval-batches 2 --out " + dir + "/run",
+                  dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run_program(eval + " --ckpt " + dir + "/run --batches 0 --per-token " + dir + "/tok.csv", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_NE(r.out.find("per class"), std::string::npos) << r.out;
+
+  // the side file's classes of the evaluated targets: windows of 64, stride 64
+  const TokenClasses side = read_class_file(data + "/chains_val_000000.cls");
+  ASSERT_EQ(side.ids.size(), 2048u);
+  const size_t targets = (side.ids.size() - 1) / 64 * 64;
+  std::vector<int> count(side.names.size());
+  for (size_t p = 1; p <= targets; p++) count[side.ids[p]]++;
+
+  std::stringstream ss(r.out.substr(r.out.find("per class")));
+  std::string line;
+  std::getline(ss, line);  // the header
+  for (size_t c = 0; c < side.names.size(); c++) {
+    ASSERT_TRUE(std::getline(ss, line)) << r.out;
+    char name[64];
+    double tokens, acc, nll, passes;
+    ASSERT_EQ(std::sscanf(line.c_str(), " %63s %lf %lf %lf %lf", name, &tokens, &acc, &nll, &passes), 5) << line;
+    EXPECT_EQ(name, side.names[c]);
+    EXPECT_EQ(tokens, count[c]) << name;
+    EXPECT_GT(tokens, 0) << name;
+    EXPECT_GE(acc, 0);
+    EXPECT_LE(acc, 1);
+    EXPECT_GT(nll, 0);
+    EXPECT_EQ(passes, 1.0);
+  }
+  // every evaluated token's class in --per-token is the side file's at its position
+  std::stringstream pt(read_bytes(dir + "/tok.csv"));
+  std::getline(pt, line);
+  size_t n = 0;
+  while (std::getline(pt, line)) {
+    double nll, passes;
+    int ok, cls;
+    size_t pos;
+    ASSERT_EQ(std::sscanf(line.c_str(), "%lf,%lf,%d,%zu,%d", &nll, &passes, &ok, &pos, &cls), 5) << line;
+    ASSERT_LT(pos, side.ids.size());
+    EXPECT_EQ(cls, side.ids[pos]) << "position " << pos;
+    n++;
+  }
+  EXPECT_EQ(n, targets);
+}
