@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One run on a machine with an NVIDIA GPU (Hopper or newer): builds train_gpu,
+# One run on a machine with an NVIDIA GPU (compute capability 8.0 or newer): builds train_gpu,
 # test_gpu and bench_gpu with nvcc, runs the kernel and whole-step tests on
 # the GPU, the benchmark (kernels vs cuBLAS, whole steps of standard and
 # adaponder on the 70m shapes) and a 50-step `train_gpu --method adaponder`
