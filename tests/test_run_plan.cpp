@@ -30,6 +30,9 @@ TEST(RunPlan, WarnsOnlyWhenTheDataIsSeenMoreThanOnce) {
   EXPECT_EQ(epoch_warning(plan_run(10, 1, 1, 16, 1000000)), "");
   EXPECT_EQ(epoch_warning(plan_run(100, 1, 1, 1000, 10000)),
             "warning: this run sees its data 10 times: a smoke run; see docs/recipes.md");
+  // The recipe's 1.42G tokens on the shipped corpus' 982k.
+  EXPECT_EQ(epoch_warning(plan_run(2700, 32, 16, 1024, 982361)),
+            "warning: this run sees its data 1441 times: a smoke run; see docs/recipes.md");
 }
 
 TEST(RunPlan, EtaLeavesOutTheSlowFirstStepOnceLaterStepsExist) {

@@ -5,6 +5,16 @@
 #include "train/metrics.h"
 
 namespace ada {
+namespace {
+
+// "1.14", "10", "1440": three significant digits, whole numbers from 100 on.
+std::string times(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, x >= 100 ? "%.0f" : "%.3g", x);
+  return buf;
+}
+
+}  // namespace
 
 RunPlan plan_run(long long steps, int accum, int batch, int seq, size_t train_tokens) {
   RunPlan p;
@@ -18,18 +28,18 @@ RunPlan plan_run(long long steps, int accum, int batch, int seq, size_t train_to
 std::string describe_plan(const RunPlan& p, long long steps, int accum, int batch, int seq) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "tokens  %s per step (--accum %d x --batch %d x --seq %d), %s in %lld steps: %.3g epochs of the %s "
+                "tokens  %s per step (--accum %d x --batch %d x --seq %d), %s in %lld steps: %s epochs of the %s "
                 "training tokens",
                 format_count(p.tokens_per_step).c_str(), accum, batch, seq, format_count(p.total_tokens).c_str(), steps,
-                p.epochs, format_count(p.train_tokens).c_str());
+                times(p.epochs).c_str(), format_count(p.train_tokens).c_str());
   return buf;
 }
 
 std::string epoch_warning(const RunPlan& p) {
   if (p.epochs <= 1) return "";
   char buf[128];
-  std::snprintf(buf, sizeof buf, "warning: this run sees its data %.3g times: a smoke run; see docs/recipes.md",
-                p.epochs);
+  std::snprintf(buf, sizeof buf, "warning: this run sees its data %s times: a smoke run; see docs/recipes.md",
+                times(p.epochs).c_str());
   return buf;
 }
 
