@@ -5,6 +5,7 @@
 #include <elf.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <regex>
@@ -88,9 +89,11 @@ FatbinArchs read_fatbin_archs(const std::string& path) {
         const int kind = u16(e), arch = (int)u32(e + 28);
         if (kind == 1) out.ptx.insert(arch);
         if (kind == 2) out.elf.insert(arch);
-        e += u32(e + 4) + u64(e + 8);
+        const uint64_t step = u32(e + 4) + u64(e + 8);
+        if (step == 0) break;  // a damaged entry: stop rather than loop
+        e += step;
       }
-      at = entries_end;
+      at = std::max(entries_end, at + 8);
     }
   }
   return out;
