@@ -7,7 +7,8 @@
 #   make sanitize     every test under AddressSanitizer + UBSan (build/san/)
 #   make sanitize-ci  the same build, without the long gradient checks (.ci/run)
 #   make fuzz         3000 damaged inputs against the programs (make test runs 240)
-#   make train_gpu    the CUDA trainer (needs nvcc)
+#   make train_gpu    the CUDA trainer (needs nvcc), for every GPU from sm_80;
+#                     CUDA_ARCHS="80" (say) builds machine code for fewer GPUs, faster
 #
 # Layout: library code in src/<area>/*.cpp is compiled once into build/libada.a;
 # each src/apps/<name>.cpp becomes the program ./<name>; each tests/*.cpp is a
@@ -119,11 +120,19 @@ clean:
 # on machines without a GPU (docs/hostrun.md). Its sources are compiled into
 # the test binary only, never into the programs; tests see the kernel headers
 # (compat.h, launch.h) through -Icuda. `make cuda-check` compiles cuda/smoke.cu
-# with nvcc for sm_90 (SASS plus PTX): proof that those headers are valid CUDA.
+# with nvcc for CUDA_ARCHS and CUDA_PTX: proof that those headers are valid CUDA.
 HOSTRUN_SRCS := $(wildcard cuda/hostrun/*.cpp)
 HOSTRUN_OBJS := $(patsubst cuda/%.cpp,$(BUILD)/cuda/%.o,$(HOSTRUN_SRCS))
 NVCCFLAGS  ?= -O2
-CUDA_ARCHS ?= -arch=sm_90 -gencode arch=compute_90,code=compute_90
+# The GPU architectures nvcc builds for (docs/cuda.md, "Architectures"):
+# machine code (SASS) for each of CUDA_ARCHS, and PTX for CUDA_PTX, which the
+# driver compiles for newer GPUs at first launch. sm_80 code also runs on
+# sm_86/sm_89, so `make train_gpu CUDA_ARCHS=80` (or the one your GPU has)
+# builds faster and still runs there. The kernels need 8.0 (bf16/tf32 WMMA).
+CUDA_ARCHS ?= 80 86 89 90
+CUDA_PTX   ?= 90
+CUDA_ARCH_FLAGS := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+                   $(foreach a,$(CUDA_PTX),-gencode arch=compute_$(a),code=compute_$(a))
 
 $(BUILD)/tests/%.o: CXXFLAGS += -Icuda
 
@@ -139,7 +148,7 @@ cuda-check: $(BUILD)/cuda/smoke.o
 $(BUILD)/cuda/smoke.o: cuda/smoke.cu cuda/compat.h cuda/launch.h src/core/common.h
 	@command -v $(NVCC) >/dev/null || { echo "error: $(NVCC) not found (set NVCC=/path/to/nvcc)"; exit 1; }
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCHS) -Xcompiler -Wall,-Wextra -Isrc -Icuda -c $< -o $@
+	$(NVCC) -std=c++17 $(NVCCFLAGS) $(CUDA_ARCH_FLAGS) -Xcompiler -Wall,-Wextra -Isrc -Icuda -c $< -o $@
 # --- end of CUDA host runner section -------------------------------------------
 
 # --- CUDA backend, train_gpu, test_gpu, bench_gpu (cuda/*.cu) ------------------
@@ -148,7 +157,7 @@ $(BUILD)/cuda/smoke.o: cuda/smoke.cu cuda/compat.h cuda/launch.h src/core/common
 #   * by the host compiler (-x c++, the host runner's headers via -Icuda) into
 #     $(BUILD)/cuda_host/, linked into $(BUILD)/run_tests: `make test` runs every
 #     kernel against the CPU backend on machines without a GPU;
-#   * by nvcc for sm_90 (SASS, plus compute_90 PTX for newer GPUs) into
+#   * by nvcc for CUDA_ARCHS (SASS) and CUDA_PTX (PTX for newer GPUs) into
 #     $(BUILD)/cuda_nv/, for the GPU programs. These are built only when asked:
 #       make train_gpu    the CUDA trainer (same flags as train_cpu, default --config 70m)
 #       make test_gpu     build the kernel and whole-step tests with nvcc and run them on the GPU
@@ -167,9 +176,20 @@ CUDA_TEST_SRCS   := tests/test_cuda_kernels.cpp tests/test_cuda_step.cpp
 CUDA_TEST_OBJS   := $(patsubst tests/%.cpp,$(BUILD)/cuda_nv/tests/%.o,$(CUDA_TEST_SRCS))
 NVCC_OPT         ?= -O3
 NVCC_HOST_WARN   := -Wall,-Wextra,-Wno-unused-parameter,-Wno-class-memaccess
-NVCC_ALL_FLAGS    = -std=c++17 $(NVCC_OPT) $(CUDA_ARCHS) -Xcompiler -fopenmp,$(NVCC_HOST_WARN) \
-                    -Isrc -Icuda -isystem $(EIGEN_INC) -DEIGEN_NO_DEBUG -MMD -MP
-NVCC_LDFLAGS      = $(CUDA_ARCHS) -Xcompiler -fopenmp
+# The programs learn the lists (cuda/open_gpu.h) to check the GPU at start.
+NVCC_ALL_FLAGS    = -std=c++17 $(NVCC_OPT) $(CUDA_ARCH_FLAGS) -Xcompiler -fopenmp,$(NVCC_HOST_WARN) \
+                    -Isrc -Icuda -isystem $(EIGEN_INC) -DEIGEN_NO_DEBUG -MMD -MP \
+                    -DADA_CUDA_ARCHS='"$(CUDA_ARCHS)"' -DADA_CUDA_PTX='"$(CUDA_PTX)"'
+NVCC_LDFLAGS      = $(CUDA_ARCH_FLAGS) -Xcompiler -fopenmp
+# Every nvcc object depends on this file, which holds the architecture lists
+# and is rewritten only when they change: a build with other CUDA_ARCHS
+# recompiles everything instead of linking objects made for other GPUs.
+CUDA_ARCH_STAMP  := $(BUILD)/cuda_nv/archs
+CUDA_ARCH_LINE   := CUDA_ARCHS=$(CUDA_ARCHS) CUDA_PTX=$(CUDA_PTX)
+.PHONY: FORCE
+$(CUDA_ARCH_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CUDA_ARCH_LINE)' | cmp -s - $@ || echo '$(CUDA_ARCH_LINE)' > $@
 
 ifeq ($(BIN),.)
 TRAIN_GPU := train_gpu
@@ -190,14 +210,14 @@ $(BUILD)/run_tests: $(CUDA_HOST_OBJS)
 check-nvcc:
 	@command -v $(NVCC) >/dev/null || { echo "error: nvcc not found (looked for '$(NVCC)' and /usr/local/cuda/bin/nvcc); install the CUDA toolkit or set NVCC=/path/to/nvcc"; exit 1; }
 
-$(BUILD)/cuda_nv/%.o: cuda/%.cu | check-nvcc check-deps
+$(BUILD)/cuda_nv/%.o: cuda/%.cu $(CUDA_ARCH_STAMP) | check-nvcc check-deps
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_ALL_FLAGS) -c $< -o $@
 
 # The tests also include the CPU backend (Eigen): 20012 and 20015 come from
 # Eigen's __host__ __device__ annotations (defaulted members, constexpr calls),
 # 177 is a variable that only an OpenMP clause uses.
-$(BUILD)/cuda_nv/tests/%.o: tests/%.cpp | check-nvcc check-deps check-gtest
+$(BUILD)/cuda_nv/tests/%.o: tests/%.cpp $(CUDA_ARCH_STAMP) | check-nvcc check-deps check-gtest
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_ALL_FLAGS) -diag-suppress 20012,20015,177 -x cu -c $< -o $@
 

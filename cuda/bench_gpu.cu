@@ -21,6 +21,7 @@
 
 #include "core/rng.h"
 #include "cuda_backend.h"
+#include "open_gpu.h"
 #include "methods/registry.h"
 #include "train/flags.h"
 
@@ -350,13 +351,8 @@ int main(int argc, char** argv) {
     f.add("--parts", &parts, "what to run: gemm, kernels, steps");
     f.add("--peak", &peak, "dense bf16 peak of the GPU in TFLOP/s, for MFU");
     if (!f.parse(argc, argv)) return 0;
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count == 0)
-      fail(std::string("no usable CUDA GPU: ") + (e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device found"));
-    CUDA_CHECK(cudaSetDevice(0));
     cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    cuda::open_gpu(&prop);
     int driver = 0, runtime = 0;
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);

@@ -40,6 +40,13 @@
 #include "device_util.h"
 #include "kernels.h"
 
+// WMMA with bf16 and tf32 inputs exists from sm_80: a device pass for an
+// older architecture (make train_gpu CUDA_ARCHS=75) stops here with this
+// message rather than with errors from inside <mma.h>.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "cuda/gemm.cu: the tensor-core GEMMs (WMMA with bf16/tf32 inputs) need sm_80 or newer; build for CUDA_ARCHS of 80 and up"
+#endif
+
 namespace ada::cuda {
 namespace {
 

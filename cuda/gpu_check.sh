@@ -147,9 +147,8 @@ fi
 # Build for this GPU only (quicker than every architecture), plus its PTX.
 if [ -z "${ARCH:-}" ] && [ -n "$GPU_CC" ]; then ARCH="sm_${GPU_CC/./}"; fi
 ARCH=${ARCH:-sm_90}
-ARCH_FLAGS="-gencode arch=compute_${ARCH#sm_},code=$ARCH -gencode arch=compute_${ARCH#sm_},code=compute_${ARCH#sm_}"
-echo "build for    $ARCH"
-MAKE_ARGS=(BUILD="$BUILD" BIN="$BUILD/bin" CUDA_ARCHS="$ARCH_FLAGS")
+echo "build for    $ARCH (machine code and PTX)"
+MAKE_ARGS=(BUILD="$BUILD" BIN="$BUILD/bin" CUDA_ARCHS="${ARCH#sm_}" CUDA_PTX="${ARCH#sm_}")
 [ -n "${EIGEN_INC:-}" ] && MAKE_ARGS+=(EIGEN_INC="$EIGEN_INC")
 
 # ---- build ------------------------------------------------------------------

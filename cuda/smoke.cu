@@ -1,5 +1,5 @@
 // A small kernel file written to the project's conventions, and the build check
-// behind `make cuda-check`: nvcc compiles this file for sm_90 (proving that
+// behind `make cuda-check`: nvcc compiles this file for CUDA_ARCHS (proving that
 // compat.h and launch.h are valid CUDA), and the tests compile the very same
 // file with the host compiler and run self_check() under the host runner.
 //

@@ -1,10 +1,13 @@
 // The training loop, written once for every backend (train_cpu instantiates
 // it with CpuBackend<float>, train_gpu with CudaBackend):
+//   print what the run will do with its data: tokens per step, epochs, and a
+//     warning when it sees its data more than once (run_plan.h)
 //   for each optimizer step:
 //     lr = warmup + cosine schedule; the method is told the step (its own schedules)
 //     zero gradients; for each of --accum micro-batches: forward, backward(1/accum)
 //     clip the global gradient norm and take an AdamW step
-//     log a JSON line (and a progress line every --log-every steps)
+//     log a JSON line (and a progress line every --log-every steps, with the
+//     ETA; the first one after step 1 is preceded by an estimate of the run's time)
 //     evaluate on validation data every --eval-every steps (and redraw <out>/loss.svg)
 //     keep a checkpoint every --save-every steps and at the end (checkpoint.h)
 // A loss that becomes NaN or infinite stops the run with an error, before
@@ -30,6 +33,7 @@
 #include "train/data.h"
 #include "train/metrics.h"
 #include "train/options.h"
+#include "train/run_plan.h"
 #include "train/schedule.h"
 #include "train/svg_plot.h"
 
@@ -109,6 +113,10 @@ class Trainer {
       std::printf("unigram entropy of the training data: %.3f nats/token\n", unigram_entropy(*data.train));
       std::printf("steps %lld x %d micro-batches x %d x %d tokens, lr %.2e, out %s\n", o_.steps, o_.accum, o_.batch,
                   o_.seq, o_.lr, o_.out.c_str());
+      const RunPlan plan = plan_run(o_.steps, o_.accum, o_.batch, o_.seq, data.train->size());
+      std::printf("%s\n", describe_plan(plan, o_.steps, o_.accum, o_.batch, o_.seq).c_str());
+      const std::string warning = epoch_warning(plan);
+      if (!warning.empty()) std::printf("%s\n", warning.c_str());
       if (resumed_) std::printf("resumed from %s at step %lld\n", ckpt_dir_.c_str(), state_.step);
       if (!init_dir_.empty()) {
         std::printf("backbone initialised from %s (method %s, step %lld); method tensors and optimizer start fresh\n",
@@ -130,6 +138,8 @@ class Trainer {
     res.first_step = res.steps = first;
     if (resumed_) res.tokens = state_.tokens, res.train_flops = state_.flops, res.train_other_flops = state_.other_flops;
     const double seconds_before = resumed_ ? state_.seconds : 0;
+    double first_step_s = 0;     // this run's first step (slower: allocation, first kernel launches)
+    bool estimate_shown = false;  // the one-line estimate of this run's time, printed once
     for (long long step = first; step < o_.steps; step++) {
       const auto t0 = Clock::now();
       method_->set_step(step, o_.steps);  // methods with schedules (a function of the step: resumes exactly)
@@ -174,6 +184,7 @@ class Trainer {
         res.final_val_loss = val;
       }
       const double run_time = std::chrono::duration<double>(Clock::now() - t_start).count();
+      if (step == first) first_step_s = run_time;
       const double elapsed = seconds_before + run_time;
       const double tok_s = tokens_per_step / dt;
       JsonLine j;
@@ -192,7 +203,15 @@ class Trainer {
         curves_.val_loss.push_back(val);
       }
       if (verbose && ((step + 1) % o_.log_every == 0 || step == 0 || last_step || !std::isnan(val))) {
-        const double eta = run_time / (step + 1 - first) * (o_.steps - step - 1);
+        const long long done = step + 1 - first;
+        const double eta = eta_seconds(first_step_s, run_time - first_step_s, done, o_.steps - step - 1);
+        if (done > 1 && !estimate_shown && !last_step) {
+          const double total = first_step_s + eta_seconds(first_step_s, run_time - first_step_s, done, o_.steps - first - 1);
+          std::printf("time    about %s for this run's %lld steps (%.3g s per step over steps %lld-%lld; the first took %.3g s)\n",
+                      format_duration(total).c_str(), o_.steps - first, (run_time - first_step_s) / (done - 1),
+                      first + 2, step + 1, first_step_s);
+          estimate_shown = true;
+        }
         std::printf("step %5lld/%lld | loss %.4f", step + 1, o_.steps, loss);
         if (!std::isnan(val)) std::printf(" | val %.4f", val);
         std::printf(" | lr %.2e | norm %.2f | %s tok/s | %sFLOP | ETA %s\n", h.lr, gnorm, format_count(tok_s).c_str(),
