@@ -6,25 +6,36 @@
 // (70m). ADA_GEMM=fp32|bf16|tf32 picks the matrix-product path.
 // Without a usable GPU it exits at once with one line:
 //   error: no usable CUDA GPU: <reason>
+// Compiled a second time with -DADA_NCCL into train_gpu_nccl, the
+// data-parallel build (MPI start-up, NCCL gradients; docs/scaling.md):
+//   mpirun -np 8 ./train_gpu_nccl --method adaponder      # one rank per GPU
 #include <cstdio>
 #include <string>
 
 #include "cuda_backend.h"
 #include "train/train_main.h"
+#ifdef ADA_NCCL
+#include "dist/mpi/mpi_communicator.h"
+#include "nccl_communicator.h"
+#endif
 
 namespace {
 
-// Picks device 0 and checks that this build can run on it (SASS for sm_90,
-// PTX for newer); returns a description, or throws with the reason.
-std::string open_gpu() {
+// Picks device `index` (the rank's local rank) and checks that this build can
+// run on it (SASS for sm_90, PTX for newer); returns a description, or throws
+// with the reason.
+std::string open_gpu(int index) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) ada::fail(std::string("no usable CUDA GPU: ") + cudaGetErrorString(e));
   if (count == 0) ada::fail("no usable CUDA GPU: no CUDA device found");
-  e = cudaSetDevice(0);
+  if (index >= count)
+    ada::fail("no usable CUDA GPU: this rank is number " + std::to_string(index) + " on its machine but the machine has " +
+              std::to_string(count) + " GPU(s): start at most one rank per GPU");
+  e = cudaSetDevice(index);
   if (e != cudaSuccess) ada::fail(std::string("no usable CUDA GPU: ") + cudaGetErrorString(e));
   cudaDeviceProp prop;
-  e = cudaGetDeviceProperties(&prop, 0);
+  e = cudaGetDeviceProperties(&prop, index);
   if (e != cudaSuccess) ada::fail(std::string("no usable CUDA GPU: ") + cudaGetErrorString(e));
   if (prop.major < 9)
     ada::fail("no usable CUDA GPU: " + std::string(prop.name) + " has compute capability " +
@@ -38,8 +49,25 @@ std::string open_gpu() {
 
 int main(int argc, char** argv) {
   using namespace ada;
-  return train_main<CudaBackend>(
-      argc, argv, "train_gpu", "Train a language model with an adaptive-computation method on a CUDA GPU.", "70m",
-      [] { std::printf("gpu     %s\n", open_gpu().c_str()); },
-      [](CudaBackend& be) { std::printf("gemm    %s\n", cuda::gemm_precision_name(be.gemm())); });
+  TrainProgram<CudaBackend> p;
+  p.summary = "Train a language model with an adaptive-computation method on a CUDA GPU.";
+  p.default_config = "70m";
+  p.open_device = [](const Communicator& c) {
+    const std::string gpu = open_gpu(c.local_rank());
+    if (c.rank() == 0) std::printf("gpu     %s%s\n", gpu.c_str(), c.size() > 1 ? " (rank 0; one GPU per rank)" : "");
+  };
+  p.describe_backend = [](CudaBackend& be) { std::printf("gemm    %s\n", cuda::gemm_precision_name(be.gemm())); };
+#ifdef ADA_NCCL
+  p.name = "train_gpu_nccl";
+  p.start = [](int* argc, char*** argv) -> std::unique_ptr<Communicator> {
+    return std::make_unique<MpiCommunicator>(argc, argv);
+  };
+  p.attach = [](CudaBackend& be, std::unique_ptr<Communicator> mpi) -> std::unique_ptr<Communicator> {
+    return std::make_unique<NcclCommunicator>(std::move(mpi), be.stream);
+  };
+#else
+  p.name = "train_gpu";
+  p.mpi_program = "train_gpu_nccl (make train_gpu_nccl, needs NCCL and OpenMPI)";
+#endif
+  return train_main(argc, argv, p);
 }
