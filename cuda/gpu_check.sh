@@ -2,8 +2,9 @@
 # One run on a machine with an NVIDIA GPU (Hopper or newer): builds train_gpu,
 # test_gpu and bench_gpu with nvcc, runs the kernel and whole-step tests on
 # the GPU, the benchmark (kernels vs cuBLAS, whole steps of standard and
-# adaponder on the 70m shapes) and a 50-step `train_gpu --method adaponder`
-# smoke run. Everything is bounded to fit in 10 minutes, and everything
+# adaponder on the 70m shapes), a 50-step `train_gpu --method adaponder`
+# smoke run and, with MPI and NCCL installed, the same through train_gpu_nccl
+# on one rank. Everything is bounded to fit in 10 minutes, and everything
 # docs/benchmarks.md needs (date, GPU, driver, toolkit, figures) is printed.
 #
 #   cuda/gpu_check.sh                 # from the repository root or anywhere
@@ -57,6 +58,18 @@ if [ -x "$BUILD/bin/train_gpu" ]; then
   stage "train_gpu --method adaponder, 50 steps" 110 \
     "$BUILD/bin/train_gpu" --method adaponder --steps 50 --log-every 10 --eval-every 50 --eval-batches 4 \
     --out "$BUILD/runs/adaponder-70m-smoke"
+fi
+# The data-parallel build (NCCL gradients, MPI start-up) with one rank, when
+# MPI and NCCL are installed on this machine (docs/scaling.md).
+if command -v mpirun >/dev/null && command -v mpicxx >/dev/null; then
+  if stage "build train_gpu_nccl" 120 make -j"$JOBS" "${MAKE_ARGS[@]}" NVCC="$NVCC" train_gpu_nccl; then
+    ROOT_FLAG=$([ "$(id -u)" = 0 ] && echo --allow-run-as-root)
+    stage "mpirun -np 1 train_gpu_nccl --method adaponder, 20 steps" 90 \
+      mpirun $ROOT_FLAG -np 1 "$BUILD/bin/train_gpu_nccl" --method adaponder --steps 20 --log-every 10 \
+      --eval-every 20 --eval-batches 2 --out "$BUILD/runs/adaponder-70m-nccl"
+  fi
+else
+  echo "note: no MPI on this machine: train_gpu_nccl is not checked"
 fi
 
 echo

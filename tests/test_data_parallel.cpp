@@ -1,7 +1,8 @@
 // Data-parallel training (docs/scaling.md): train_cpu_mpi under mpirun.
 //   * 2 ranks with --batch B take the same steps as 1 rank with --batch 2B:
-//     standard, and adaponder with its bottom-k ponder loss over the global
-//     batch and data-dependent pruning acting;
+//     standard, adaponder with its bottom-k ponder loss over the global
+//     batch and data-dependent pruning acting, and tah with its depth labels
+//     cut over the global batch;
 //   * a resume with the same number of ranks is exact, one with another
 //     number says so;
 //   * a rank that dies, or that fails with an error while the other waits in
@@ -89,7 +90,7 @@ double field(const Json& j, const char* key) {
 // level, where the update itself is at most lr. We allow each parameter
 // 1e-3 of the largest distance AdamW can move it in these 8 steps, the sum of
 // the learning rates (0.0525): 5.25e-5. Measured: 1.5e-7 (standard) and
-// 1.2e-7 (adaponder). A wrong split (a rank reading another's windows, a
+// 1.2e-7 (adaponder), 1e-6 (tah). A wrong split (a rank reading another's windows, a
 // missing average) moves parameters far more; a per-rank bottom-k instead of
 // the global one (tried by hand) differs by 6e-4.
 // Returns the scratch folder (runs one/ and two/).
@@ -157,6 +158,15 @@ TEST(DataParallel, TwoRanksMatchOneRankWithTheirBatchAdaPonderGlobalBottomK) {
   }
   EXPECT_TRUE(bottom_k) << "no step had a ponder loss";
   EXPECT_TRUE(mixed) << "no step had tokens stopping at different passes";
+}
+
+// TaH2's depth labels: the coverage cut and pw^m over the candidates of both ranks.
+TEST(DataParallel, TwoRanksMatchOneRankWithTheirBatchTahGlobalLabels) {
+  REQUIRE_MPI();
+  const std::string dir = expect_same_training("tah", " --method tah");
+  bool labels = false;
+  for (auto& j : metrics(dir + "/two")) labels |= field(j, "label_pos") > 0 && field(j, "l_dec") > 0;
+  EXPECT_TRUE(labels) << "no step had \"continue\" labels";
 }
 
 // A resume with the same number of ranks continues exactly; with another
@@ -241,6 +251,7 @@ TEST(DataParallel, ARankDyingEndsTheRunWithinSeconds) {
     FAIL() << "the run did not end within 20 s of rank 1's death";
   }
   EXPECT_LT(took, 10) << "seconds from rank 1's death to the end of the run";
+  std::printf("[ rank death ] the run ended %.2f s after rank 1 was killed\n", took);
   EXPECT_NE(read_bytes(dir + "/rc"), "0\n");
   const std::string err = read_bytes(dir + "/err.txt");
   EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
