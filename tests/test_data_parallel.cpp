@@ -187,8 +187,19 @@ TEST(DataParallel, ResumeWithTheSameAndAnotherNumberOfRanks) {
 
   r = run_program(program("train_cpu") + " --resume " + dir + "/full/ckpt_4 --out " + dir + "/one", dir);
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("was trained on 2 rank(s), this run has 1"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("global batch changes from 4 to 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("was trained on 2 rank(s), this run has 1: the global batch changes from 4 to 2"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--batch 4 keeps it"), std::string::npos) << r.out;
+
+  // One rank with the global batch draws the same windows: the same steps up to float rounding.
+  r = run_program(program("train_cpu") + " --resume " + dir + "/full/ckpt_4 --batch 4 --out " + dir + "/one4", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("this run has 1 with the same global batch of 4 sequences"), std::string::npos) << r.out;
+  const auto full = metrics(dir + "/full"), one4 = metrics(dir + "/one4");
+  ASSERT_EQ(one4.size(), 8u);
+  for (size_t i = 4; i < 8; i++)
+    EXPECT_NEAR(field(one4[i], "loss"), field(full[i], "loss"), 1e-5 * field(full[i], "loss")) << "step " << i + 1;
 }
 
 // Pids of the processes whose environment holds `marker` (this test's runs).

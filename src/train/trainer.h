@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -135,12 +136,21 @@ class Trainer {
         std::printf("ranks   %s: each step %d x %d sequences (--batch per rank), gradients averaged\n",
                     comm_.describe().c_str(), world, o_.batch);
       if (resumed_) std::printf("resumed from %s at step %lld\n", ckpt_dir_.c_str(), state_.step);
-      if (resumed_ && state_.world_size != world)
-        std::printf("note: checkpoint %s was trained on %d rank(s), this run has %d: the global batch changes from "
-                    "%d to %d sequences per micro-step and the batches drawn from here on are not those the "
-                    "uninterrupted run would have taken (parameters, optimizer state, step and data RNG carry on "
-                    "as saved)\n",
-                    ckpt_dir_.c_str(), state_.world_size, world, state_.world_size * o_.batch, world * o_.batch);
+      if (resumed_ && state_.world_size != world) {
+        const long long before = state_.world_size * saved_batch(), now = (long long)world * o_.batch;
+        if (before == now)  // the same draws from the same RNG (batcher.h): the same windows, split otherwise
+          std::printf("note: checkpoint %s was trained on %d rank(s), this run has %d with the same global batch of "
+                      "%lld sequences: the steps are those the uninterrupted run would have taken, up to the order "
+                      "of float sums\n",
+                      ckpt_dir_.c_str(), state_.world_size, world, now);
+        else
+          std::printf("note: checkpoint %s was trained on %d rank(s), this run has %d: the global batch changes from "
+                      "%lld to %lld sequences per micro-step and the batches drawn from here on are not those the "
+                      "uninterrupted run would have taken (parameters, optimizer state, step and data RNG carry on "
+                      "as saved%s)\n",
+                      ckpt_dir_.c_str(), state_.world_size, world, before, now,
+                      before % world ? "" : ("; --batch " + std::to_string(before / world) + " keeps it").c_str());
+      }
       if (!init_dir_.empty()) {
         std::printf("backbone initialised from %s (method %s, step %lld); method tensors and optimizer start fresh\n",
                     init_dir_.c_str(), init_src_.method.c_str(), init_src_.step);
@@ -302,6 +312,13 @@ class Trainer {
     check(state_.step < o_.steps, "checkpoint " + ckpt_dir_ + " is at step " + std::to_string(state_.step) +
                                       ", and --steps is " + std::to_string(o_.steps) + ": raise --steps to train further");
     resumed_ = true;
+  }
+
+  // --batch of the run that wrote the checkpoint resumed from (this run's if unrecorded).
+  long long saved_batch() const {
+    for (auto& kv : state_.options)
+      if (kv.first == "batch") return std::atoll(kv.second.c_str());
+    return o_.batch;
   }
 
   // The run's name in plots: its output directory's.
