@@ -9,6 +9,8 @@
 #   make fuzz         3000 damaged inputs against the programs (make test runs 240)
 #   make train_gpu    the CUDA trainer (needs nvcc), for every GPU from sm_80;
 #                     CUDA_ARCHS="80" (say) builds machine code for fewer GPUs, faster
+#   make train_cpu_mpi   the data-parallel CPU trainer (needs OpenMPI; `make` builds it when mpicxx is found)
+#   make train_gpu_nccl  the data-parallel CUDA trainer (needs nvcc, NCCL and MPI)
 #
 # Layout: library code in src/<area>/*.cpp is compiled once into build/libada.a;
 # each src/apps/<name>.cpp becomes the program ./<name>; each tests/*.cpp is a
@@ -29,6 +31,7 @@ LDLIBS   += -lpthread
 
 BUILD ?= build
 BIN   ?= .
+# (src/dist/mpi/ is one level deeper: only the MPI programs compile it.)
 LIB_SRCS  := $(filter-out src/apps/%,$(wildcard src/*/*.cpp))
 LIB_OBJS  := $(patsubst src/%.cpp,$(BUILD)/src/%.o,$(LIB_SRCS))
 APP_SRCS  := $(wildcard src/apps/*.cpp)
@@ -44,9 +47,13 @@ endif
 TEST_SRCS := $(wildcard tests/*.cpp)
 TEST_OBJS := $(patsubst tests/%.cpp,$(BUILD)/tests/%.o,$(TEST_SRCS))
 LIB := $(BUILD)/libada.a
+# The data-parallel CPU trainer, when MPI is installed (MPI section below).
+MPICXX ?= mpicxx
+MPI ?= $(if $(shell command -v $(MPICXX) 2>/dev/null),1,0)
+MPI_APPS := $(if $(filter 1,$(MPI)),$(BIN)/train_cpu_mpi)
 
 .PHONY: all test check-deps check-gtest clean bench
-all: check-deps $(APPS)
+all: check-deps $(APPS) $(MPI_APPS)
 
 # One clear message when a build dependency is missing (fresh Debian/Ubuntu machine).
 check-deps:
@@ -69,6 +76,36 @@ $(APPS): $(BIN)/%: $(BUILD)/src/apps/%.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+# --- data parallelism over MPI (docs/scaling.md) ------------------------------
+# train_cpu_mpi: src/apps/train_cpu.cpp compiled again with -DADA_MPI, plus the
+# MPI communicator (src/dist/mpi/), compiled and linked by mpicxx. Built by
+# `make` when mpicxx is found; MPI=0 leaves it out, MPI=1 insists.
+# (MPICXX, MPI and MPI_APPS are set at the top: `all` needs them.)
+MPI_SRCS := $(wildcard src/dist/mpi/*.cpp)
+MPI_OBJS := $(patsubst src/%.cpp,$(BUILD)/mpi/%.o,$(MPI_SRCS))
+ifneq ($(BIN),.)
+.PHONY: train_cpu_mpi
+train_cpu_mpi: $(BIN)/train_cpu_mpi
+endif
+
+.PHONY: check-mpi
+check-mpi:
+	@command -v $(MPICXX) >/dev/null || { echo "error: $(MPICXX) not found: the data-parallel programs need MPI."; \
+	  echo "  install it with:  sudo apt-get install -y libopenmpi-dev openmpi-bin   (or set MPICXX=/path/to/mpicxx)"; exit 1; }
+
+$(BUILD)/mpi/%.o: src/%.cpp | check-deps check-mpi
+	@mkdir -p $(dir $@)
+	$(MPICXX) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/mpi/apps/train_cpu.o: src/apps/train_cpu.cpp | check-deps check-mpi
+	@mkdir -p $(dir $@)
+	$(MPICXX) $(CXXFLAGS) -DADA_MPI -c $< -o $@
+
+$(BIN)/train_cpu_mpi: $(BUILD)/mpi/apps/train_cpu.o $(MPI_OBJS) $(LIB) | check-mpi
+	@mkdir -p $(BIN)
+	$(MPICXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+# --- end of MPI section ----------------------------------------------------------
+
 $(BUILD)/tests/%.o: tests/%.cpp | check-deps check-gtest
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
@@ -78,6 +115,8 @@ $(BUILD)/run_tests: $(TEST_OBJS) $(LIB)
 
 # GTEST_ARGS can select suites, e.g. make test GTEST_ARGS=--gtest_filter='GradCheck*'
 # The workflow tests run the programs as subprocesses from $(BIN).
+# With MPI, the data-parallel tests (tests/test_data_parallel.cpp) run
+# train_cpu_mpi under mpirun; without it they are skipped.
 test: all $(BUILD)/run_tests
 	ADA_BIN_DIR=$(BIN) ADA_TOKENIZE_BIN=$(BIN)/tokenize OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BUILD)/run_tests $(GTEST_ARGS)
 
@@ -98,7 +137,9 @@ fuzz: all $(BUILD)/run_tests
 	ADA_FUZZ_CASES=$${ADA_FUZZ_CASES:-3000} ADA_BIN_DIR=$(BIN) ADA_TOKENIZE_BIN=$(BIN)/tokenize OMP_NUM_THREADS=1 \
 	  $(BUILD)/run_tests --gtest_filter='Fuzz.*'
 
-# SAN_GTEST_FILTER picks the tests (gtest syntax). Left out by default: one
+# MPI=0: the sanitizer build leaves out train_cpu_mpi (Open MPI's own
+# start-up allocations are not this project's to fix), so the data-parallel
+# tests skip there. SAN_GTEST_FILTER picks the tests (gtest syntax). Left out by default: one
 # float-vs-double budget that the sanitizer build's rounding exceeds without
 # any memory or UB error (docs/reliability.md, "Sanitizers"). .ci/run also
 # leaves out the long gradient checks and learning tests (SAN_CI_FILTER).
@@ -106,14 +147,14 @@ SAN_GTEST_FILTER ?= -Precision.CybWithPauses
 SAN_CI_FILTER := -Precision.*:GradCheckModel.*:GradCheckOps.*:Learning.*:CudaKernels.SeventyMShapes
 .PHONY: sanitize
 sanitize:
-	$(MAKE) BUILD=$(BUILD)/san BIN=$(BUILD)/san/bin OPT="-O2 -march=native $(SAN_FLAGS)" \
+	$(MAKE) BUILD=$(BUILD)/san BIN=$(BUILD)/san/bin MPI=0 OPT="-O2 -march=native $(SAN_FLAGS)" \
 	  LDFLAGS="-fopenmp $(SAN_FLAGS)" GTEST_ARGS="--gtest_filter=$(SAN_GTEST_FILTER)" test
 .PHONY: sanitize-ci
 sanitize-ci:
 	$(MAKE) sanitize SAN_GTEST_FILTER='$(SAN_CI_FILTER)'
 
 clean:
-	rm -rf $(BUILD) $(APPS) train_gpu
+	rm -rf $(BUILD) $(APPS) train_gpu train_cpu_mpi train_gpu_nccl
 
 # --- CUDA host runner (cuda/hostrun/) -----------------------------------------
 # The runner executes CUDA kernels on the CPU so that the tests can check them
@@ -169,7 +210,7 @@ NVCC := /usr/local/cuda/bin/nvcc
 endif
 endif
 CUDA_PROGRAMS    := cuda/train_gpu.cu cuda/bench_gpu.cu
-CUDA_KERNEL_SRCS := $(filter-out cuda/smoke.cu $(CUDA_PROGRAMS),$(wildcard cuda/*.cu))
+CUDA_KERNEL_SRCS := $(filter-out cuda/smoke.cu cuda/nccl_communicator.cu $(CUDA_PROGRAMS),$(wildcard cuda/*.cu))
 CUDA_HOST_OBJS   := $(patsubst cuda/%.cu,$(BUILD)/cuda_host/%.o,$(CUDA_KERNEL_SRCS))
 CUDA_NV_OBJS     := $(patsubst cuda/%.cu,$(BUILD)/cuda_nv/%.o,$(CUDA_KERNEL_SRCS))
 CUDA_TEST_SRCS   := tests/test_cuda_kernels.cpp tests/test_cuda_step.cpp
@@ -230,6 +271,37 @@ $(BUILD)/test_gpu: $(CUDA_TEST_OBJS) $(CUDA_NV_OBJS) $(LIB) | check-nvcc
 
 $(BUILD)/bench_gpu: $(BUILD)/cuda_nv/bench_gpu.o $(CUDA_NV_OBJS) $(LIB) | check-nvcc
 	$(NVCC) $(NVCC_LDFLAGS) $^ -o $@ -lcublas $(LDLIBS)
+
+# train_gpu_nccl: train_gpu.cu again with -DADA_NCCL, the NCCL communicator
+# and the MPI one; nvcc hands the host compilation and the link to mpicxx
+# (-ccbin), which adds MPI's flags. NCCL's header and library are looked for
+# under the CUDA toolkit and the system folders (NCCL_INC, NCCL_LIB to point
+# elsewhere). Built only when asked; .ci/run builds it when all three exist.
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(realpath $(shell command -v $(NVCC) 2>/dev/null)))
+NCCL_INC  ?= $(patsubst %/nccl.h,%,$(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h)))
+NCCL_LIB  ?= $(patsubst %/libnccl.so,%,$(firstword $(wildcard $(CUDA_HOME)/lib/libnccl.so $(CUDA_HOME)/lib64/libnccl.so /usr/lib/x86_64-linux-gnu/libnccl.so /usr/local/lib/libnccl.so)))
+ifeq ($(BIN),.)
+TRAIN_GPU_NCCL := train_gpu_nccl
+else
+TRAIN_GPU_NCCL := $(BIN)/train_gpu_nccl
+.PHONY: train_gpu_nccl
+train_gpu_nccl: $(TRAIN_GPU_NCCL)
+endif
+.PHONY: check-nccl
+check-nccl: check-nvcc check-mpi
+	@test -n "$(NCCL_INC)" -a -n "$(NCCL_LIB)" || { echo "error: NCCL not found (nccl.h and libnccl.so under $(CUDA_HOME) or /usr); set NCCL_INC and NCCL_LIB"; exit 1; }
+
+$(BUILD)/cuda_nccl/train_gpu.o: cuda/train_gpu.cu $(CUDA_ARCH_STAMP) | check-nccl check-deps
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_ALL_FLAGS) -ccbin $(MPICXX) -I$(NCCL_INC) -DADA_NCCL -c $< -o $@
+
+$(BUILD)/cuda_nccl/nccl_communicator.o: cuda/nccl_communicator.cu $(CUDA_ARCH_STAMP) | check-nccl check-deps
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_ALL_FLAGS) -I$(NCCL_INC) -c $< -o $@
+
+$(TRAIN_GPU_NCCL): $(BUILD)/cuda_nccl/train_gpu.o $(BUILD)/cuda_nccl/nccl_communicator.o $(MPI_OBJS) $(CUDA_NV_OBJS) $(LIB) | check-nccl
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_LDFLAGS) -ccbin $(MPICXX) $^ -o $@ -L$(NCCL_LIB) -lnccl -Xlinker -rpath,$(NCCL_LIB) $(LDLIBS)
 
 # GTEST_ARGS / BENCH_ARGS pass options through, as for `make test`.
 test_gpu: $(BUILD)/test_gpu

@@ -352,7 +352,7 @@ int main(int argc, char** argv) {
     f.add("--peak", &peak, "dense bf16 peak of the GPU in TFLOP/s, for MFU");
     if (!f.parse(argc, argv)) return 0;
     cudaDeviceProp prop;
-    cuda::open_gpu(&prop);
+    cuda::open_gpu(0, &prop);
     int driver = 0, runtime = 0;
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);

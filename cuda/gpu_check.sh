@@ -14,6 +14,8 @@
 #   bench_gpu    kernels against cuBLAS, whole steps on the 70m shapes (MFU)
 #   train_<m>    30 steps of train_gpu --method <m> at the 70m config, for
 #                every method: first and last loss, tokens/s, peak memory
+#   *_nccl       the data-parallel build (train_gpu_nccl) and 20 steps of it
+#                on one rank under mpirun, when MPI is installed
 #
 # Every stage has its own time limit, is timed, and is reported as passed,
 # failed (exit status and the log's last lines) or not run (and why); a
@@ -262,6 +264,24 @@ for m in standard looped ponder pause adaponder cyb latent_cot ponderlm2 tah; do
     failed=$((failed + 1))
   fi
 done
+
+# ---- the data-parallel build (NCCL gradients, MPI start-up), one rank ---------
+if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpicxx >/dev/null 2>&1; then
+  not_run build_nccl "no MPI on this machine (mpirun, mpicxx)"
+  not_run train_nccl "no MPI on this machine (mpirun, mpicxx)"
+elif [ -z "$NVCC" ]; then
+  not_run build_nccl "nvcc not found"
+  not_run train_nccl "nvcc not found"
+else
+  stage build_nccl 180 make -j"$JOBS" "${MAKE_ARGS[@]}" NVCC="$NVCC" "$BUILD/bin/train_gpu_nccl"
+  why=$(need "$BUILD/bin/train_gpu_nccl" data)
+  if [ -n "$why" ]; then not_run train_nccl "$why"
+  else
+    ROOT_FLAG=$([ "$(id -u)" = 0 ] && echo --allow-run-as-root)
+    stage train_nccl 90 mpirun $ROOT_FLAG -np 1 "$BUILD/bin/train_gpu_nccl" --method adaponder --steps 20 \
+      --log-every 10 --eval-every 0 --eval-batches 2 --data "$DATA" --out "$BUILD/runs/adaponder-70m-nccl"
+  fi
+fi
 
 # ---- summary ----------------------------------------------------------------
 total=$(( $(date +%s) - t0 ))

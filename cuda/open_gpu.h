@@ -19,9 +19,10 @@ namespace ada::cuda {
 
 inline BuildArchs built_archs() { return {parse_arch_list(ADA_CUDA_ARCHS), parse_arch_list(ADA_CUDA_PTX)}; }
 
-// Selects device 0 and returns its description ("NVIDIA A100-SXM4-80GB
-// (sm_80, 79 GiB)"), or throws "no usable CUDA GPU: <reason>".
-inline std::string open_gpu(cudaDeviceProp* out = nullptr) {
+// Selects device `index` (a data-parallel rank's local rank; 0 otherwise) and
+// returns its description ("NVIDIA A100-SXM4-80GB (sm_80, 79 GiB)"), or
+// throws "no usable CUDA GPU: <reason>".
+inline std::string open_gpu(int index = 0, cudaDeviceProp* out = nullptr) {
   auto fail_with = [](const std::string& why) { fail("no usable CUDA GPU: " + why); };
   int count = 0, driver = 0, runtime = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
@@ -30,10 +31,13 @@ inline std::string open_gpu(cudaDeviceProp* out = nullptr) {
   // One distinct line for no driver, an old driver, no device (driver_check.h).
   const std::string problem_reaching = driver_problem(driver, runtime, e, count, cudaGetErrorString(e));
   if (!problem_reaching.empty()) fail_with(problem_reaching);
-  e = cudaSetDevice(0);
+  if (index >= count)
+    fail_with("this rank is number " + std::to_string(index) + " on its machine but the machine has " +
+              std::to_string(count) + " GPU(s): start at most one rank per GPU");
+  e = cudaSetDevice(index);
   if (e != cudaSuccess) fail_with(cudaGetErrorString(e));
   cudaDeviceProp prop;
-  e = cudaGetDeviceProperties(&prop, 0);
+  e = cudaGetDeviceProperties(&prop, index);
   if (e != cudaSuccess) fail_with(cudaGetErrorString(e));
   const std::string problem = gpu_support_problem(prop.major, prop.minor, built_archs());
   if (!problem.empty()) fail_with(std::string(prop.name) + " " + problem);

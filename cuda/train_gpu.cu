@@ -7,18 +7,42 @@
 // Built for every GPU from compute capability 8.0 (Ampere) on (open_gpu.h,
 // gpu_arch.h); without a usable GPU it exits at once with one line:
 //   error: no usable CUDA GPU: <reason>
+// Compiled a second time with -DADA_NCCL into train_gpu_nccl, the
+// data-parallel build (MPI start-up, NCCL gradients; docs/scaling.md):
+//   mpirun -np 8 ./train_gpu_nccl --method adaponder      # one rank per GPU
 #include <cstdio>
 #include <string>
 
 #include "cuda_backend.h"
 #include "open_gpu.h"
 #include "train/train_main.h"
+#ifdef ADA_NCCL
+#include "dist/mpi/mpi_communicator.h"
+#include "nccl_communicator.h"
+#endif
 
 int main(int argc, char** argv) {
   using namespace ada;
-  const std::string summary = "Train a language model with an adaptive-computation method on a CUDA GPU.\nBuilt for " +
-                              cuda::describe_archs(cuda::built_archs()) + ".";
-  return train_main<CudaBackend>(
-      argc, argv, "train_gpu", summary, "70m", [] { std::printf("gpu     %s\n", cuda::open_gpu().c_str()); },
-      [](CudaBackend& be) { std::printf("gemm    %s\n", cuda::gemm_precision_name(be.gemm())); });
+  TrainProgram<CudaBackend> p;
+  p.summary = "Train a language model with an adaptive-computation method on a CUDA GPU.\nBuilt for " +
+              cuda::describe_archs(cuda::built_archs()) + ".";
+  p.default_config = "70m";
+  p.open_device = [](const Communicator& c) {
+    const std::string gpu = cuda::open_gpu(c.local_rank());
+    if (c.rank() == 0) std::printf("gpu     %s%s\n", gpu.c_str(), c.size() > 1 ? " (rank 0; one GPU per rank)" : "");
+  };
+  p.describe_backend = [](CudaBackend& be) { std::printf("gemm    %s\n", cuda::gemm_precision_name(be.gemm())); };
+#ifdef ADA_NCCL
+  p.name = "train_gpu_nccl";
+  p.start = [](int* argc, char*** argv) -> std::unique_ptr<Communicator> {
+    return std::make_unique<MpiCommunicator>(argc, argv);
+  };
+  p.attach = [](CudaBackend& be, std::unique_ptr<Communicator> mpi) -> std::unique_ptr<Communicator> {
+    return std::make_unique<NcclCommunicator>(std::move(mpi), be.stream);
+  };
+#else
+  p.name = "train_gpu";
+  p.mpi_program = "train_gpu_nccl (make train_gpu_nccl, needs NCCL and OpenMPI)";
+#endif
+  return train_main(argc, argv, p);
 }

@@ -305,7 +305,7 @@ class AdaPonderMethod : public Method<Bk> {
       m.flops.other += op_cost::log_softmax_target(n, m.cfg.vocab);
       P.targets = std::move(tg);
     }
-    select_bottom_k(m);
+    select_bottom_k(this->batch_comm(training));
   }
 
   // ---------------------------------------------------------------------
@@ -468,7 +468,10 @@ class AdaPonderMethod : public Method<Bk> {
     T* dot = m.alloc(n);
     m.be.row_dot(dot, dupd, P.phi, n, D);  // <dL/de^{i+1}, sqrt(D) p E>
     std::vector<double> dp(n, 0.0);
-    for (int r : P.selected) dp[r] = scale * o_.lambda / n_selected_;
+    // n_selected_ counts the selected gates of every rank; the trainer averages
+    // the ranks' gradients, so this rank's part of a mean over the global
+    // batch enters with the factor world_ (1 in one process).
+    for (int r : P.selected) dp[r] = scale * o_.lambda * world_ / n_selected_;
     T* dponder = m.alloc(n);
     m.be.to_device(dponder, dp.data(), n);
     T* dlogit = m.alloc(n);
@@ -485,22 +488,45 @@ class AdaPonderMethod : public Method<Bk> {
     return dhn;
   }
 
-  // S_k: the ceil(k |A|) smallest of all gates computed for running rows.
-  void select_bottom_k(Model<Bk>& m) {
+  // S_k: the ceil(k |A|) smallest of all gates computed for running rows,
+  // A over the global batch: the gates of every rank of a data-parallel
+  // training step (docs/methods/adaponder.md, "Data parallelism"). Ties are
+  // broken by (pass, token), tokens numbered across the ranks in the order of
+  // the global batch, so S_k does not depend on how the batch is split.
+  void select_bottom_k(Communicator& comm) {
     ponder_loss_ = 0, gate_mean_ = 0, n_selected_ = 0;
-    std::vector<std::pair<double, std::pair<int, int>>> all;  // (s, (pass, row))
+    world_ = comm.size();
+    std::vector<double> mine;               // (s, pass, global token) of each gate of a running row
+    std::vector<std::pair<int, int>> where;  // its (pass, row) here
+    const double first_token = (double)comm.rank() * N_;  // every rank holds N_ tokens in training
     for (int i = 0; i < o_.K; i++) {
       passes_[i].selected.clear();
       for (size_t r = 0; r < passes_[i].s_host.size(); r++)
-        if (passes_[i].running[r]) all.push_back({passes_[i].s_host[r], {i, (int)r}});
+        if (passes_[i].running[r]) {
+          mine.insert(mine.end(), {passes_[i].s_host[r], (double)i, first_token + passes_[i].rows[r]});
+          where.push_back({i, (int)r});
+        }
     }
-    for (auto& a : all) gate_mean_ += a.first / all.size();
-    const size_t n = (size_t)std::ceil(k_now_ * (double)all.size() - 1e-9);
+    std::vector<int> counts;
+    const std::vector<double> all = comm.gather_host(mine, &counts);
+    const size_t n_all = all.size() / 3;
+    size_t first = 0;  // this rank's first gate in `all`
+    for (int r = 0; r < comm.rank(); r++) first += (size_t)counts[r] / 3;
+    for (size_t j = 0; j < n_all; j++) gate_mean_ += all[3 * j] / n_all;
+    const size_t n = (size_t)std::ceil(k_now_ * (double)n_all - 1e-9);
     if (n == 0 || o_.lambda == 0) return;
-    std::nth_element(all.begin(), all.begin() + (n - 1), all.end());
+    std::vector<size_t> order(n_all);
+    std::iota(order.begin(), order.end(), size_t(0));
+    auto less = [&](size_t a, size_t b) {
+      return std::tie(all[3 * a], all[3 * a + 1], all[3 * a + 2]) < std::tie(all[3 * b], all[3 * b + 1], all[3 * b + 2]);
+    };
+    std::nth_element(order.begin(), order.begin() + (n - 1), order.end(), less);
+    std::sort(order.begin(), order.begin() + n, less);  // the loss sums in one order, whatever the split
     for (size_t j = 0; j < n; j++) {
-      passes_[all[j].second.first].selected.push_back(all[j].second.second);
-      ponder_loss_ += all[j].first / n;
+      const size_t g = order[j];
+      if (g >= first && g - first < where.size())
+        passes_[where[g - first].first].selected.push_back(where[g - first].second);
+      ponder_loss_ += all[3 * g] / n;
     }
     n_selected_ = (double)n;
   }
@@ -514,7 +540,8 @@ class AdaPonderMethod : public Method<Bk> {
   T* e0_ = nullptr;
   std::vector<Pass> passes_;
   std::vector<int> last_pass_;  // 1-based pass each token ended in
-  double ponder_loss_ = 0, gate_mean_ = 0, n_selected_ = 0;
+  double ponder_loss_ = 0, gate_mean_ = 0, n_selected_ = 0;  // over the global batch
+  int world_ = 1;  // ranks that shared the last training forward's bottom-k
 };
 
 // Decoding: one KV cache per pass. A new token runs passes until its gate

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "dist/communicator.h"
 #include "model/model.h"
 
 namespace ada {
@@ -119,6 +120,12 @@ class Method {
   // the seed and the step (PonderLM-2's Jacobi count), so a resume is exact.
   // The trainer calls it once, after building the method.
   virtual void set_run_seed(uint64_t seed) {}
+  // The processes of a data-parallel run (dist/communicator.h; docs/scaling.md).
+  // The trainer sets it once. Each rank's forward sees its own part of the
+  // step's batch; a method whose training forward selects or labels over the
+  // whole batch (AdaPonderLM's bottom-k, TaH2's depth labels) does it over the
+  // global batch of every rank through batch_comm(training).
+  void set_communicator(Communicator* c) { comm_ = c; }
 
   virtual void forward(Model<Bk>& m, const Batch& batch, bool training) = 0;
   virtual void backward(Model<Bk>& m, double loss_scale) = 0;
@@ -146,6 +153,17 @@ class Method {
   }
 
   virtual std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) = 0;
+
+ protected:
+  // The communicator a forward's batch-wide selections use: the run's in a
+  // training forward (every rank runs the same number: steps x --accum, so
+  // their collectives pair up), one process otherwise: an evaluation forward
+  // needs no batch-wide statistic (it reports the cross-entropy), and eval,
+  // generate and the tests run one process.
+  Communicator& batch_comm(bool training) const { return training && comm_ ? *comm_ : single_process(); }
+
+ private:
+  Communicator* comm_ = nullptr;
 };
 
 // The parameter layout of backbone + method: what make_model allocates, and

@@ -413,7 +413,7 @@ class TahMethod : public Method<Bk> {
     // the depth labels (lookahead passes: training cost, not the model's forward) and L_dec
     has_labels_ = o_.alpha > 0 && M > 1 && !fixed();
     if (has_labels_) {
-      make_labels(m);
+      make_labels(m, this->batch_comm(training));
       for (int k = 0; k + 1 < M; k++) {
         Step& s = steps_[k];
         const int n = (int)s.rows.size();
@@ -646,8 +646,11 @@ class TahMethod : public Method<Bk> {
   }
 
   // Depth labels, weights and positive weights (host, methods.md 7.2), then
-  // uploaded per token for the TahDeciderBce functor.
-  void make_labels(Model<Bk>& m) {
+  // uploaded per token for the TahDeciderBce functor. The cut and pw^m are
+  // statistics of the global batch: in a data-parallel training step, of the
+  // candidates of every rank (docs/methods/tah.md, "Data parallelism"); the
+  // gains themselves are per token, from this rank's own lookahead.
+  void make_labels(Model<Bk>& m, Communicator& comm) {
     const int M = o_.M, N = N_;
     std::vector<double> lp((size_t)M * N);
     m.be.to_host(lp.data(), logp_all_, lp.size());
@@ -675,7 +678,7 @@ class TahMethod : public Method<Bk> {
           if (gain[t] > 0) pos.push_back(gain[t]);
         }
       double cut = 0;
-      const bool any = coverage_cut(pos, o_.rho, &cut);
+      const bool any = coverage_cut(comm.gather_host(pos), o_.rho, &cut);
       int npos = 0, nneg = 0;
       for (int t = 0; t < N; t++) {
         if (!in[t]) continue;
@@ -686,7 +689,9 @@ class TahMethod : public Method<Bk> {
         (c[i] > 0 ? npos : nneg)++;
         in[t] = c[i] > 0 && kstar_[t] > k;  // C_{k+2}: labelled continue and executed the next depth
       }
-      pw[k] = npos > 0 && nneg > 0 ? std::clamp((double)nneg / npos, 0.02, 50.0) : 1.0;
+      double counts[2] = {(double)npos, (double)nneg};
+      comm.sum_host(counts, 2);
+      pw[k] = counts[0] > 0 && counts[1] > 0 ? std::clamp(counts[1] / counts[0], 0.02, 50.0) : 1.0;
     }
     if (freeze_ && frozen_ready_) {  // tests: keep the frozen labels, count disagreements
       for (size_t i = 0; i < cand.size(); i++)
@@ -698,8 +703,10 @@ class TahMethod : public Method<Bk> {
       lab_cand_ = cand, lab_c_ = c, lab_w_ = w, pw_ = pw;
       frozen_ready_ = freeze_;
     }
-    label_candidates_ = label_pos_ = 0;
-    for (size_t i = 0; i < lab_cand_.size(); i++) label_candidates_ += lab_cand_[i], label_pos_ += lab_cand_[i] && lab_c_[i] > 0;
+    double labels[2] = {0, 0};  // candidates, labelled "continue" (over every rank)
+    for (size_t i = 0; i < lab_cand_.size(); i++) labels[0] += lab_cand_[i], labels[1] += lab_cand_[i] && lab_c_[i] > 0;
+    comm.sum_host(labels, 2);
+    label_candidates_ = (long long)labels[0], label_pos_ = (long long)labels[1];
     d_lab_c_ = m.alloc(lab_c_.size());
     d_lab_w_ = m.alloc(lab_w_.size());
     std::vector<double> wc(lab_w_.size());

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -320,6 +321,7 @@ std::string write_checkpoint(const std::string& out, const ModelMeta& meta, cons
   common_metadata(sw, "state", st.step);
   sw.metadata("optimizer", "adamw");
   for (auto& kv : st.options) sw.metadata("option." + kv.first, kv.second);
+  sw.metadata("world_size", std::to_string(st.world_size));
   sw.add("adamw.m", moment_dtype, {n}, m);
   sw.add("adamw.v", moment_dtype, {n}, v);
   sw.add("step", {1}, &step);
@@ -503,6 +505,15 @@ TrainState read_train_state(const std::string& ckpt_dir, size_t n_params, long l
   st.schedule.total = integer("schedule.total_steps");
   for (auto& kv : f.metadata())
     if (kv.first.compare(0, 7, "option.") == 0) st.options.push_back({kv.first.substr(7), kv.second});
+  const auto ws = f.metadata().find("world_size");
+  if (ws != f.metadata().end()) {
+    char* end = nullptr;
+    const long w = std::strtol(ws->second.c_str(), &end, 10);
+    check(!ws->second.empty() && *end == 0 && w >= 1 && w <= 1 << 20,
+          "checkpoint " + f.path() + " has metadata world_size " + quote_untrusted(ws->second) +
+              " (expected a count of ranks >= 1)");
+    st.world_size = (int)w;
+  }
   return st;
 }
 

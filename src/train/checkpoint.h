@@ -53,6 +53,7 @@ struct TrainState {
   double other_flops = 0;  // training non-matmul ops so far (NaN: a checkpoint written before they were counted)
   CosineSchedule schedule;
   std::vector<std::pair<std::string, std::string>> options;  // option_values() of the run (flag, exact value)
+  int world_size = 1;  // ranks of the data-parallel run (metadata; 1 in checkpoints written before there were ranks)
 };
 
 std::string checkpoint_name(long long step);  // "ckpt_100"

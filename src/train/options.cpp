@@ -39,7 +39,7 @@ void add_train_flags(Flags& f, TrainOptions& o) {
   f.add("--val-fraction", &o.val_fraction, "fraction of a text file held out for validation (its end)");
   f.section("optimisation");
   f.add("--steps", &o.steps, "optimizer steps", 1, kMaxSteps);
-  f.add("--batch", &o.batch, "sequences per micro-batch B", 1, kMaxBatch);
+  f.add("--batch", &o.batch, "sequences per micro-batch B (per rank under mpirun: docs/scaling.md)", 1, kMaxBatch);
   f.add("--seq", &o.seq, "tokens per sequence T", 1, kMaxSeq);
   f.add("--accum", &o.accum, "micro-batches accumulated per optimizer step", 1, kMaxBatch);
   f.add("--lr", &o.lr, "peak learning rate");

@@ -18,14 +18,26 @@
 // steps the uninterrupted run would have taken: on the CPU their losses are
 // equal bit for bit (with the same thread count: the order of the floating-
 // point reductions depends on it).
+//
+// Data parallelism (docs/scaling.md): with a communicator of W ranks, every
+// rank holds the whole model and optimizer state; rank r trains on its part
+// of each step's global batch of W x --batch sequences (batcher.h), the
+// gradients are averaged over the ranks (one all-reduce of the gradient
+// buffer) before clipping and AdamW, so every rank takes the same step; the
+// step's statistics are combined over the ranks, and the validation batches
+// are shared out among them. Rank 0 alone writes the log, the plot and the
+// checkpoints, and prints. With one rank nothing of this runs: the step is
+// the single-process step, bit for bit.
 #pragma once
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
 
+#include "dist/communicator.h"
 #include "methods/registry.h"
 #include "text/dataset.h"
 #include "train/batcher.h"
@@ -55,11 +67,12 @@ class Trainer {
   using T = typename Bk::Real;
   using Clock = std::chrono::steady_clock;
 
-  Trainer(Bk& be, const TrainOptions& o) : be_(be), o_(o) {
+  Trainer(Bk& be, const TrainOptions& o, Communicator& comm = single_process()) : be_(be), o_(o), comm_(comm) {
     o_.validate();
     cfg_ = o_.model_config();
     method_ = make_method<Bk>(o_.method, o_.method_opts);
     method_->set_run_seed((uint64_t)o_.seed);
+    method_->set_communicator(&comm_);
     model_ = make_model(be_, cfg_, *method_);
     model_->init_params((uint64_t)o_.seed);
     m_ = DeviceArray<Bk, T>(be_, model_->num_params());
@@ -72,6 +85,11 @@ class Trainer {
       init_dir_ = resolve_checkpoint(o_.init_from);
     }
     if (o_.out.empty()) o_.out = resumed_ ? checkpoint_run_dir(ckpt_dir_) : "runs/" + o_.method + "-" + o_.config;
+    if (comm_.size() > 1) {  // every rank starts from rank 0's state (the same, unless a file changed under a rank)
+      comm_.broadcast_buffer(model_->params.data(), model_->num_params(), 0);
+      comm_.broadcast_buffer(m_.data(), m_.size(), 0);
+      comm_.broadcast_buffer(v_.data(), v_.size(), 0);
+    }
   }
 
   Model<Bk>& model() { return *model_; }
@@ -95,29 +113,52 @@ class Trainer {
       check(data.train->size() == state_.train_tokens,
             "the training data has " + std::to_string(data.train->size()) + " tokens but checkpoint " + ckpt_dir_ +
                 " was trained on " + std::to_string(state_.train_tokens) + " (a different --data or --tokenizer?)");
-    Batcher batcher(*data.train, o_.batch, o_.seq, (uint64_t)o_.seed + 1);
+    const int world = comm_.size();
+    const bool writer = comm_.rank() == 0;  // rank 0 alone writes files and prints
+    verbose = verbose && writer;
+    Batcher batcher(*data.train, o_.batch, o_.seq, (uint64_t)o_.seed + 1, comm_.rank(), world);
     CosineSchedule sched{o_.lr, o_.min_lr_frac, o_.warmup, o_.steps};
     if (resumed_) batcher.rng().set_state(state_.data_rng);
 
-    std::error_code ec;
-    std::filesystem::create_directories(o_.out, ec);
-    check(std::filesystem::is_directory(o_.out, ec), "cannot create the output directory " + o_.out + ": " + ec.message());
     const std::string metrics_path = o_.out + "/metrics.jsonl";
-    if (resumed_) restore_metrics_log(checkpoint_run_dir(ckpt_dir_) + "/metrics.jsonl", metrics_path, state_.step);
-    metrics_.open(metrics_path, resumed_);
-    curves_ = resumed_ ? read_run_curves(metrics_path, run_label()) : RunCurves();  // the log so far
-    curves_.label = run_label();
+    if (writer) {
+      std::error_code ec;
+      std::filesystem::create_directories(o_.out, ec);
+      check(std::filesystem::is_directory(o_.out, ec), "cannot create the output directory " + o_.out + ": " + ec.message());
+      if (resumed_) restore_metrics_log(checkpoint_run_dir(ckpt_dir_) + "/metrics.jsonl", metrics_path, state_.step);
+      metrics_.open(metrics_path, resumed_);
+      curves_ = resumed_ ? read_run_curves(metrics_path, run_label()) : RunCurves();  // the log so far
+      curves_.label = run_label();
+    }
     if (verbose) {
       std::printf("model   %s\nmethod  %s (max %d passes per token)\nbackend %s\ndata    %s\n", cfg_.describe().c_str(),
                   method_->name().c_str(), method_->max_passes(), Bk::name(), data.description.c_str());
       std::printf("unigram entropy of the training data: %.3f nats/token\n", unigram_entropy(*data.train));
       std::printf("steps %lld x %d micro-batches x %d x %d tokens, lr %.2e, out %s\n", o_.steps, o_.accum, o_.batch,
                   o_.seq, o_.lr, o_.out.c_str());
-      const RunPlan plan = plan_run(o_.steps, o_.accum, o_.batch, o_.seq, data.train->size());
-      std::printf("%s\n", describe_plan(plan, o_.steps, o_.accum, o_.batch, o_.seq).c_str());
+      if (world > 1)
+        std::printf("ranks   %s: each step %d x %d sequences (--batch per rank), gradients averaged\n",
+                    comm_.describe().c_str(), world, o_.batch);
+      const RunPlan plan = plan_run(o_.steps, o_.accum, world * o_.batch, o_.seq, data.train->size());
+      std::printf("%s\n", describe_plan(plan, o_.steps, o_.accum, world * o_.batch, o_.seq).c_str());
       const std::string warning = epoch_warning(plan);
       if (!warning.empty()) std::printf("%s\n", warning.c_str());
       if (resumed_) std::printf("resumed from %s at step %lld\n", ckpt_dir_.c_str(), state_.step);
+      if (resumed_ && state_.world_size != world) {
+        const long long before = state_.world_size * saved_batch(), now = (long long)world * o_.batch;
+        if (before == now)  // the same draws from the same RNG (batcher.h): the same windows, split otherwise
+          std::printf("note: checkpoint %s was trained on %d rank(s), this run has %d with the same global batch of "
+                      "%lld sequences: the steps are those the uninterrupted run would have taken, up to the order "
+                      "of float sums\n",
+                      ckpt_dir_.c_str(), state_.world_size, world, now);
+        else
+          std::printf("note: checkpoint %s was trained on %d rank(s), this run has %d: the global batch changes from "
+                      "%lld to %lld sequences per micro-step and the batches drawn from here on are not those the "
+                      "uninterrupted run would have taken (parameters, optimizer state, step and data RNG carry on "
+                      "as saved%s)\n",
+                      ckpt_dir_.c_str(), state_.world_size, world, before, now,
+                      before % world ? "" : ("; --batch " + std::to_string(before / world) + " keeps it").c_str());
+      }
       if (!init_dir_.empty()) {
         std::printf("backbone initialised from %s (method %s, step %lld); method tensors and optimizer start fresh\n",
                     init_dir_.c_str(), init_src_.method.c_str(), init_src_.step);
@@ -133,7 +174,7 @@ class Trainer {
 
     TrainResult res;
     const auto t_start = Clock::now();
-    const double tokens_per_step = (double)o_.accum * o_.batch * o_.seq;
+    const double tokens_per_step = (double)o_.accum * o_.batch * o_.seq * world;  // over every rank
     const long long first = resumed_ ? state_.step : 0;
     res.first_step = res.steps = first;
     if (resumed_) res.tokens = state_.tokens, res.train_flops = state_.flops, res.train_other_flops = state_.other_flops;
@@ -160,6 +201,11 @@ class Trainer {
         ce += last.ce / o_.accum;
         flops += last.train_flops;
         other += last.train_other_flops;
+      }
+      if (world > 1) {  // the gradient mean and the step's statistics over the ranks
+        comm_.sum_buffer(model_->grads.data(), model_->num_params());
+        be_.scale(model_->grads.data(), T(1.0 / world), model_->num_params());
+        combine_stats(loss, ce, flops, other, last);
       }
       check(std::isfinite(loss), "the training loss became " + non_finite(loss) + " at step " +
                                      std::to_string(step + 1) + "; stopping (lower --lr or check the data)");
@@ -193,7 +239,7 @@ class Trainer {
       j.num("tok_per_s", tok_s).num("seconds", elapsed);
       for (auto& kv : last.halting) j.num(kv.first, kv.second);
       if (!std::isnan(val)) j.num("val_loss", val);
-      metrics_.write(j);
+      if (writer) metrics_.write(j);
       curves_.tokens.push_back(res.tokens);
       curves_.flops.push_back(res.train_flops);
       curves_.loss.push_back(loss);
@@ -218,7 +264,7 @@ class Trainer {
                     format_count(res.train_flops).c_str(), format_duration(eta).c_str());
         std::fflush(stdout);
       }
-      if (last_step || (o_.save_every > 0 && (step + 1) % o_.save_every == 0)) {
+      if (writer && (last_step || (o_.save_every > 0 && (step + 1) % o_.save_every == 0))) {
         TrainState st;
         st.step = step + 1;
         st.data_rng = batcher.rng().state();
@@ -226,10 +272,11 @@ class Trainer {
         st.tokens = res.tokens, st.flops = res.train_flops, st.other_flops = res.train_other_flops, st.seconds = elapsed;
         st.schedule = sched;
         st.options = option_values(o_);
+        st.world_size = world;
         res.last_checkpoint = save_checkpoint(o_.out, *model_, model_meta(step + 1), st, m_.data(), v_.data());
         if (verbose) std::printf("saved %s\n", res.last_checkpoint.c_str());
       }
-      if (!std::isnan(val)) plot();
+      if (writer && !std::isnan(val)) plot();
     }
     res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
     if (verbose)
@@ -240,22 +287,37 @@ class Trainer {
   }
 
   // Mean next-token cross-entropy of the method's prediction on the fixed
-  // validation batches.
+  // validation batches (with several ranks, each evaluates its part of every
+  // batch, as in training, and the sums are added over the ranks).
   double evaluate(const TokenSource& val) {
-    double total = 0, count = 0;
+    double sums[2] = {0, 0};  // total -log q, tokens
     for (int i = 0; i < o_.eval_batches; i++) {
       model_->arena.reset();
-      Batch b = eval_batch(val, o_.batch, o_.seq, i, o_.eval_batches);
+      Batch b = eval_batch(val, o_.batch, o_.seq, i, o_.eval_batches, comm_.rank(), comm_.size());
       method_->forward(*model_, b, false);
       StepStats s = method_->stats(*model_);
-      total += s.ce * s.tokens;
-      count += s.tokens;
+      sums[0] += s.ce * s.tokens;
+      sums[1] += s.tokens;
     }
-    return total / count;
+    if (comm_.size() > 1) comm_.sum_host(sums, 2);
+    return sums[0] / sums[1];
   }
 
  private:
   static std::string non_finite(double x) { return std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf"; }
+
+  // The step's statistics over the ranks: FLOPs add up; the loss, the
+  // cross-entropy and the method's halting statistics are means over each
+  // rank's tokens, and every rank has as many (--batch x --seq, all
+  // supervised), so their mean over the ranks is the global batch's.
+  void combine_stats(double& loss, double& ce, double& flops, double& other, StepStats& last) {
+    std::vector<double> x = {loss, ce, flops, other};
+    for (auto& kv : last.halting) x.push_back(kv.second);
+    comm_.sum_host(x.data(), x.size());
+    const double w = comm_.size();
+    loss = x[0] / w, ce = x[1] / w, flops = x[2], other = x[3];
+    for (size_t i = 0; i < last.halting.size(); i++) last.halting[i].second = x[4 + i] / w;
+  }
 
   // Loads parameters, moments and training state from a checkpoint. The
   // model was built from the options, so a checkpoint of another size or
@@ -271,6 +333,13 @@ class Trainer {
     resumed_ = true;
   }
 
+  // --batch of the run that wrote the checkpoint resumed from (this run's if unrecorded).
+  long long saved_batch() const {
+    for (auto& kv : state_.options)
+      if (kv.first == "batch") return std::atoll(kv.second.c_str());
+    return o_.batch;
+  }
+
   // The run's name in plots: its output directory's.
   std::string run_label() const {
     const std::filesystem::path p = std::filesystem::path(o_.out).lexically_normal();
@@ -281,6 +350,7 @@ class Trainer {
 
   Bk& be_;
   TrainOptions o_;
+  Communicator& comm_;
   ModelConfig cfg_;
   std::unique_ptr<Method<Bk>> method_;
   std::unique_ptr<Model<Bk>> model_;
