@@ -52,6 +52,7 @@ void check_program(const std::string& line, const uint8_t* cls, const ChainTaskO
     const char* p = line.data() + 4 * g;
     const uint8_t* c = cls + 4 * g;
     ASSERT_TRUE(is_letter(p[0])) << line;
+    EXPECT_LT(p[0], 'a' + o.letters) << "a name outside the first --letters letters: " << line;
     EXPECT_EQ(c[0], kTaskName) << line;
     EXPECT_EQ(p[1], '=') << line;
     EXPECT_EQ(c[1], kTaskFormat) << line;
@@ -169,7 +170,33 @@ TEST(ChainTask, OptionsThatCannotMakeAProgramAreRefused) {
   o = ChainTaskOptions(), o.chains = 9;
   expect_error([&] { o.validate(); }, {"--chains must be between 1 and --assignments (8), got 9"});
   o = ChainTaskOptions(), o.queries = 0;
-  expect_error([&] { o.validate(); }, {"--queries must be between 1 and --assignments (8), got 0"});
+  expect_error([&] { o.validate(); }, {"--queries must be between 1 and --assignments (" +
+                                           std::to_string(o.assignments) + "), got 0"});
+  o = ChainTaskOptions(), o.letters = o.assignments - 1;
+  expect_error([&] { o.validate(); }, {"--letters must be between --assignments (" + std::to_string(o.assignments) +
+                                           ") and 26, got " + std::to_string(o.assignments - 1)});
+}
+
+// --letters N: the names come from the first N letters, every one of them
+// used when N = --assignments; N = 26 draws the same programs as before the
+// option existed (one permutation of the alphabet per line).
+TEST(ChainTask, NamesComeFromTheFirstLettersOfTheAlphabet) {
+  ChainTaskOptions o;
+  o.assignments = 5, o.chains = 2, o.queries = 5, o.letters = 5;
+  std::vector<uint8_t> cls;
+  const auto t = task_tokens(o, 200, 3, &cls);
+  std::map<int, int> hops;
+  check_programs(t, cls, o, hops);
+  std::set<char> used;
+  for (size_t i = 0; i < t.size(); i++)
+    if (cls[i] == kTaskName) used.insert(char(t[i]));
+  EXPECT_EQ(used, (std::set<char>{'a', 'b', 'c', 'd', 'e'}));
+  o.letters = 26;
+  const auto wide = task_tokens(o, 200, 3);
+  std::set<char> wide_used;
+  for (int32_t x : wide)
+    if (is_letter(char(x))) wide_used.insert(char(x));
+  EXPECT_GT(wide_used.size(), 20u);
 }
 
 TEST(ClassFile, RoundTripAndAttachedToShardsOfADataset) {
@@ -296,7 +323,8 @@ TEST(MakeTask, DeterministicFilesWhoseClassesMatchTheirShards) {
     const std::string seed = std::string(run) == "c" ? "2" : "1";
     const ProgramResult r = run_program(make_task + " --out " + dir + "/" + run + " --seed " + seed + args, dir);
     ASSERT_EQ(r.status, 0) << r.err;
-    EXPECT_NE(r.out.find("64 tokens per program"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(std::to_string(ChainTaskOptions().line_tokens()) + " tokens per program"), std::string::npos)
+        << r.out;
   }
   const std::vector<std::string> files = {"chains_train_000000.bin", "chains_train_000000.cls", "chains_val_000000.bin",
                                           "chains_val_000000.cls"};
@@ -315,7 +343,8 @@ TEST(MakeTask, DeterministicFilesWhoseClassesMatchTheirShards) {
     const TokenClasses c = read_class_file(class_file_for(shard));
     ASSERT_EQ(c.ids.size(), s.size());
     EXPECT_EQ(c.names, o.class_names());
-    const size_t want = std::string(split) == "train" ? 20000 / 64 * 64 : 3000 / 64 * 64;
+    const size_t L = o.line_tokens();
+    const size_t want = std::string(split) == "train" ? 20000 / L * L : 3000 / L * L;
     ASSERT_EQ(s.size(), want);
     std::vector<int32_t> t(s.size());
     s.read(0, t.size(), t.data());
@@ -323,10 +352,12 @@ TEST(MakeTask, DeterministicFilesWhoseClassesMatchTheirShards) {
     check_programs(t, c.ids, o, hops);
     int answers = 0;
     for (auto& kv : hops) answers += kv.second;
-    EXPECT_EQ(answers, int(want / 64 * 8));
+    EXPECT_EQ(answers, int(want / L * o.queries));
   }
-  expect_program_error(run_program(make_task + " --out " + dir + "/d --queries 9", dir),
-                       "--queries must be between 1 and --assignments (8), got 9");
+  const std::string too_many = std::to_string(o.assignments + 1);
+  expect_program_error(run_program(make_task + " --out " + dir + "/d --queries " + too_many, dir),
+                       "--queries must be between 1 and --assignments (" + std::to_string(o.assignments) + "), got " +
+                           too_many);
   expect_program_error(run_program(make_task + " --seed 3", dir), "--out is required");
 }
 
@@ -337,7 +368,7 @@ TEST(MakeTask, EvalPrintsPerClassFigures) {
   if (make_task.empty() || train_cpu.empty() || eval.empty())
     GTEST_SKIP() << "set ADA_BIN_DIR to the folder of the built programs to run them";
   const std::string dir = scratch_dir("task_eval"), data = dir + "/data";
-  ProgramResult r = run_program(make_task + " --out " + data + " --train-tokens 20000 --val-tokens 2048 --seed 5", dir);
+  ProgramResult r = run_program(make_task + " --out " + data + " --train-tokens 20000 --val-tokens 4096 --seed 5", dir);
   ASSERT_EQ(r.status, 0) << r.err;
   r = run_program(train_cpu + " --config test --vocab 256 --tokenizer bytes --data " + data +
                       " --steps 30 --batch 4 --seq 64 --lr 1e-2 --eval-every 30 --eval-batches 2 --out " + dir + "/run",
@@ -349,7 +380,8 @@ TEST(MakeTask, EvalPrintsPerClassFigures) {
 
   // the side file's classes of the evaluated targets: windows of 64, stride 64
   const TokenClasses side = read_class_file(data + "/chains_val_000000.cls");
-  ASSERT_EQ(side.ids.size(), 2048u);
+  const size_t L = ChainTaskOptions().line_tokens();
+  ASSERT_EQ(side.ids.size(), 4096 / L * L);  // whole programs
   const size_t targets = (side.ids.size() - 1) / 64 * 64;
   std::vector<int> count(side.names.size());
   for (size_t p = 1; p <= targets; p++) count[side.ids[p]]++;

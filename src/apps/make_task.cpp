@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
     flags.add("--chains", &t.chains, "chains per program (roots); the longest chain is assignments - chains + 1", 1, 26);
     flags.add("--queries", &t.queries, "variables asked per program (distinct), each answered by its root's digit", 1,
               26);
+    flags.add("--letters", &t.letters, "names are distinct letters drawn from the first N of a..z (N >= assignments)",
+              1, 26);
     if (!flags.parse(argc, argv)) return 0;
     check(flags.positional().empty(), "make_task takes no positional arguments (got '" +
                                           (flags.positional().empty() ? "" : flags.positional()[0]) + "')");

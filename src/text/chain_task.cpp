@@ -14,6 +14,9 @@ void ChainTaskOptions::validate() const {
         "--assignments must be between 1 and 26 (one letter per variable), got " + std::to_string(assignments));
   check(chains >= 1 && chains <= assignments, "--chains must be between 1 and --assignments (" +
                                                   std::to_string(assignments) + "), got " + std::to_string(chains));
+  check(letters >= assignments && letters <= 26, "--letters must be between --assignments (" +
+                                                     std::to_string(assignments) + ") and 26, got " +
+                                                     std::to_string(letters));
   check(queries >= 1 && queries <= assignments, "--queries must be between 1 and --assignments (" +
                                                     std::to_string(assignments) + "), got " + std::to_string(queries));
 }
@@ -56,13 +59,13 @@ void generate_chain_task(const ChainTaskOptions& o, size_t lines, Rng& rng, std:
 
     // Variables numbered chain by chain (v - 1 is v's parent within a chain):
     // parent (-1 for a root), chain, and the chain's root digit. Names: a
-    // random letter per variable.
+    // random letter per variable, distinct, from the first N of the alphabet.
     std::vector<int> parent(M), chain_of(M), digit(M);
     for (int c = 0; c < R; c++) {
       const int d = int(rng.below(10));
       for (int v = cuts[c]; v < cuts[c + 1]; v++) parent[v] = v == cuts[c] ? -1 : v - 1, chain_of[v] = c, digit[v] = d;
     }
-    const std::vector<int> letter = permutation(26, rng);
+    const std::vector<int> letter = permutation(o.letters, rng);
 
     // The assignments in a random order.
     const std::vector<int> order = permutation(M, rng);

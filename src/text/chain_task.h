@@ -34,6 +34,7 @@ struct ChainTaskOptions {
   int assignments = 8;  // M: assignments per program (distinct variables, at most 26)
   int chains = 3;       // R: chains per program (roots), each of at least one assignment
   int queries = 8;      // Q: variables asked per program (distinct; at most M)
+  int letters = 26;     // N: names are drawn from the first N letters a, b, ... (M <= N <= 26)
 
   // Throws ada::Error naming the flag when the options cannot make a program.
   void validate() const;
