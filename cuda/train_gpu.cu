@@ -28,7 +28,10 @@ int main(int argc, char** argv) {
               cuda::describe_archs(cuda::built_archs()) + ".";
   p.default_config = "70m";
   p.open_device = [](const Communicator& c) {
-    const std::string gpu = cuda::open_gpu(c.local_rank());
+    cudaDeviceProp prop;
+    const std::string gpu = cuda::open_gpu(c.local_rank(), &prop);
+    // The model and its activations live on the GPU: judge a run's size by its memory.
+    set_device_memory((double)prop.totalGlobalMem, std::string("the GPU (") + prop.name + ")");
     if (c.rank() == 0) std::printf("gpu     %s%s\n", gpu.c_str(), c.size() > 1 ? " (rank 0; one GPU per rank)" : "");
   };
   p.describe_backend = [](CudaBackend& be) { std::printf("gemm    %s\n", cuda::gemm_precision_name(be.gemm())); };

@@ -10,6 +10,7 @@
 
 #include "methods/registry.h"
 #include "train/flags.h"
+#include "train/memory_budget.h"
 #include "train/options.h"
 #include "workflow_util.h"
 
@@ -142,6 +143,26 @@ TEST(Flags, SizeFlagsAreBoundedAndTheMemoryIsEstimatedFirst) {
   o.batch = 16;
   o.lr = NAN;
   expect_error([&] { o.validate(); }, {"--lr must be a finite number"});
+}
+
+// train_gpu judges a run by its GPU's memory, not the host's
+// (set_device_memory, called once the GPU is open).
+TEST(Flags, TheMemoryEstimateIsJudgedAgainstTheDeviceWhenOneIsSet) {
+  TrainOptions o;
+  o.config = "70m";
+  o.batch = 64;  // about 20 GB by the estimate (seq 128 x 4 passes): more than this 8 GB card
+  o.method = "adaponder";
+  set_device_memory(8e9, "the GPU (Test Card 8GB)");
+  expect_error([&] { o.validate(); }, {"training needs about", "of the GPU (Test Card 8GB)"});
+  o.batch = 1;  // a few GB: fits
+  EXPECT_NO_THROW(o.validate());
+  // A run larger than any host this runs on but within the device: accepted;
+  // back on the host's memory the same run is refused.
+  o.batch = 4096;  // about 1.3 TB by the estimate
+  set_device_memory(1e14, "the GPU (Huge)");
+  EXPECT_NO_THROW(o.validate());
+  set_device_memory(0, "");  // back to the host's memory for the other tests
+  expect_error([&] { o.validate(); }, {"this machine has"});
 }
 
 // Options read back from a checkpoint's state file go through the same flags:

@@ -41,7 +41,22 @@ double available_memory_bytes() {
   return avail;
 }
 
+namespace {
+double g_device_bytes = 0;
+std::string g_device_name;
+}  // namespace
+
+void set_device_memory(double bytes, const std::string& where) {
+  g_device_bytes = bytes > 0 ? bytes : 0;
+  g_device_name = where;
+}
+
 void check_memory(double bytes, const std::string& what, const std::string& detail) {
+  if (g_device_bytes > 0) {
+    check(bytes <= g_device_bytes, what + " needs about " + gigabytes(bytes) + " (" + detail + "), more than the " +
+                                       gigabytes(g_device_bytes) + " of " + g_device_name);
+    return;
+  }
   const double avail = available_memory_bytes();
   check(bytes <= avail, what + " needs about " + gigabytes(bytes) + " (" + detail + "), more than the " +
                             gigabytes(avail) + " this machine has");

@@ -28,7 +28,14 @@ double activation_bytes(const ModelConfig& c, double rows, int real_bytes, bool 
 double available_memory_bytes();
 
 // Throws ada::Error "<what> needs about 12.3 GB (<detail>), more than the
-// 7.6 GB this machine has" when bytes exceed available_memory_bytes().
+// 7.6 GB this machine has" when bytes exceed available_memory_bytes(), or,
+// after set_device_memory, the device's memory.
 void check_memory(double bytes, const std::string& what, const std::string& detail);
+
+// Where the model and its activations live when that is not this process's
+// memory: train_gpu, once its GPU is open, sets the GPU's memory and name
+// ("the GPU (NVIDIA H200)"), so that a run is judged against the memory it
+// will use, not the host's. bytes = 0 goes back to the host's memory.
+void set_device_memory(double bytes, const std::string& where);
 
 }  // namespace ada
