@@ -144,7 +144,7 @@ fuzz: all $(BUILD)/run_tests
 # any memory or UB error (docs/reliability.md, "Sanitizers"). .ci/run also
 # leaves out the long gradient checks and learning tests (SAN_CI_FILTER).
 SAN_GTEST_FILTER ?= -Precision.CybWithPauses
-SAN_CI_FILTER := -Precision.*:GradCheckModel.*:GradCheckOps.*:Learning.*:CudaKernels.SeventyMShapes
+SAN_CI_FILTER := -Precision.*:GradCheckModel.*:GradCheckOps.*:*GradCheck*:EmbedScale.OverrideIsUsedAndGradientChecks:Learning.*:CudaKernels.SeventyMShapes
 .PHONY: sanitize
 sanitize:
 	$(MAKE) BUILD=$(BUILD)/san BIN=$(BUILD)/san/bin MPI=0 OPT="-O2 -march=native $(SAN_FLAGS)" \
