@@ -1,13 +1,13 @@
 // Class side files: writer, validating reader, and the classes of a run of shards.
 #include "text/class_file.h"
 
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
 
 #include "core/common.h"
+#include "train/atomic_file.h"
 
 namespace ada {
 
@@ -75,21 +75,11 @@ void write_class_file(const std::string& path, const TokenClasses& classes) {
   header[3] = int32_t(classes.names.size());
   header[4] = int32_t(names.size());
 
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  check(f != nullptr, "cannot create class side file " + tmp);
-  bool ok = std::fwrite(header, sizeof(header), 1, f) == 1;
-  ok = ok && std::fwrite(names.data(), 1, names.size(), f) == names.size();
-  ok = ok && std::fwrite(classes.ids.data(), 1, classes.ids.size(), f) == classes.ids.size();
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    fail("failed writing class side file " + tmp + " (disk full?)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail("cannot rename " + tmp + " to " + path);
-  }
+  AtomicFile f(path);  // PATH.tmp, fsync, rename: never a half-written side file
+  f.write(header, sizeof(header));
+  f.write(names);
+  f.write(classes.ids.data(), classes.ids.size());
+  f.commit();
 }
 
 TokenClasses read_class_file(const std::string& path) {
