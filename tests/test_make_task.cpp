@@ -31,8 +31,68 @@ std::vector<int32_t> task_tokens(const ChainTaskOptions& o, size_t lines, uint64
   return t;
 }
 
+// The defaults before the fused grammar (docs/tasks.md's first measurements).
+ChainTaskOptions equals_defaults() {
+  ChainTaskOptions o;
+  o.grammar = "equals", o.assignments = 8, o.chains = 3, o.queries = 8, o.letters = 26;
+  return o;
+}
+
 bool is_letter(char c) { return c >= 'a' && c <= 'z'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// One assignment or query as the text shows it: the name, what it holds
+// (a digit, another name, or the answer) and their classes.
+struct Group {
+  char name, held;
+  uint8_t name_cls, held_cls;
+};
+
+// Splits a program into its M + Q groups, checking the grammar's fixed
+// tokens (separators, '=') and their class on the way.
+std::vector<Group> read_groups(const std::string& line, const uint8_t* cls, const ChainTaskOptions& o) {
+  const int M = o.assignments, Q = o.queries;
+  std::vector<Group> g;
+  if (o.grammar == "fused") {
+    // M assignment tokens (one byte each: root or link), Q pairs (upper-case
+    // name, answer digit), '\n'.
+    for (int i = 0; i < M; i++) {
+      const int id = (unsigned char)line[i];
+      if (id >= 128 + 70) {  // link v=u: 198 + 7 v + u
+        EXPECT_LT(id, 198 + 49) << i;
+        g.push_back({char('a' + (id - 198) / 7), char('a' + (id - 198) % 7), cls[i], cls[i]});
+      } else {  // root v=d: 128 + 10 v + d
+        EXPECT_GE(id, 128) << i;
+        g.push_back({char('a' + (id - 128) / 10), char('0' + (id - 128) % 10), cls[i], cls[i]});
+      }
+    }
+    for (int q = 0; q < Q; q++) {
+      const size_t i = M + 2 * q;
+      EXPECT_TRUE(line[i] >= 'A' && line[i] <= 'Z') << "a query is an upper-case name";
+      g.push_back({char(line[i] - 'A' + 'a'), line[i + 1], cls[i], cls[i + 1]});
+    }
+    EXPECT_EQ(line.back(), '\n');
+    EXPECT_EQ(cls[line.size() - 1], kTaskFormat);
+    return g;
+  }
+  // Groups of 4: name '=' (value, name or answer) separator; the compact
+  // grammar leaves out the '=' (groups of 3).
+  const bool eq = o.grammar == "equals";
+  const int G = eq ? 4 : 3;
+  for (int i = 0; i < M + Q; i++) {
+    const char* p = line.data() + G * i;
+    const uint8_t* c = cls + G * i;
+    if (eq) {
+      EXPECT_EQ(p[1], '=') << line;
+      EXPECT_EQ(c[1], kTaskFormat) << line;
+    }
+    const char want_sep = i < M - 1 ? ';' : i < M + Q - 1 ? '?' : '\n';
+    EXPECT_EQ(p[G - 1], want_sep) << line;
+    EXPECT_EQ(c[G - 1], kTaskFormat) << line;
+    g.push_back({p[0], p[G - 2], c[0], c[G - 2]});
+  }
+  return g;
+}
 
 // Reads one program the way a person would (without the generator's data
 // structures) and checks every token's class; adds each query's hop count
@@ -41,43 +101,39 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 // whose digit the line already shows (an assignment "x=d" or an earlier
 // answer "?x=d"), plus the one lookup that reads the digit.
 void check_program(const std::string& line, const uint8_t* cls, const ChainTaskOptions& o, std::map<int, int>& hops) {
-  const int M = o.assignments, Q = o.queries;
+  const int M = o.assignments;
   ASSERT_EQ(line.size(), size_t(o.line_tokens()));
   std::map<char, std::vector<char>> links;  // undirected
   std::map<char, char> shown;               // variable -> digit the text shows for it
   std::set<char> defined, asked;
   int roots = 0;
-  // Every program is groups of 4: name '=' (value, name or answer) separator.
-  for (int g = 0; g < M + Q; g++) {
-    const char* p = line.data() + 4 * g;
-    const uint8_t* c = cls + 4 * g;
-    ASSERT_TRUE(is_letter(p[0])) << line;
-    EXPECT_LT(p[0], 'a' + o.letters) << "a name outside the first --letters letters: " << line;
-    EXPECT_EQ(c[0], kTaskName) << line;
-    EXPECT_EQ(p[1], '=') << line;
-    EXPECT_EQ(c[1], kTaskFormat) << line;
-    const char want_sep = g < M - 1 ? ';' : g < M + Q - 1 ? '?' : '\n';
-    EXPECT_EQ(p[3], want_sep) << line;
-    EXPECT_EQ(c[3], kTaskFormat) << line;
+  const std::vector<Group> groups = read_groups(line, cls, o);
+  for (int g = 0; g < int(groups.size()); g++) {
+    const char name = groups[g].name, held = groups[g].held;
+    const uint8_t held_cls = groups[g].held_cls;
+    ASSERT_TRUE(is_letter(name)) << line;
+    EXPECT_LT(name, 'a' + o.letters) << "a name outside the first --letters letters: " << line;
     if (g < M) {  // an assignment
-      EXPECT_TRUE(defined.insert(p[0]).second) << "variable assigned twice: " << line;
-      if (is_digit(p[2])) {
-        EXPECT_EQ(c[2], kTaskValue) << line;
-        shown[p[0]] = p[2];
+      EXPECT_TRUE(defined.insert(name).second) << "variable assigned twice: " << line;
+      if (is_digit(held)) {
+        EXPECT_EQ(held_cls, kTaskValue) << line;
+        shown[name] = held;
         roots++;
       } else {
-        ASSERT_TRUE(is_letter(p[2])) << line;
-        EXPECT_EQ(c[2], kTaskName) << line;
-        links[p[0]].push_back(p[2]);
-        links[p[2]].push_back(p[0]);
+        ASSERT_TRUE(is_letter(held)) << line;
+        EXPECT_EQ(held_cls, kTaskName) << line;
+        EXPECT_EQ(groups[g].name_cls, kTaskName) << line;
+        links[name].push_back(held);
+        links[held].push_back(name);
       }
       continue;
     }
+    EXPECT_EQ(groups[g].name_cls, kTaskName) << line;
     // a query: breadth-first search to the nearest shown digit
-    EXPECT_TRUE(defined.count(p[0])) << line;
-    EXPECT_TRUE(asked.insert(p[0]).second) << "variable asked twice: " << line;
-    std::map<char, int> dist = {{p[0], 0}};
-    std::vector<char> frontier = {p[0]};
+    EXPECT_TRUE(defined.count(name)) << line;
+    EXPECT_TRUE(asked.insert(name).second) << "variable asked twice: " << line;
+    std::map<char, int> dist = {{name, 0}};
+    std::vector<char> frontier = {name};
     int found = -1;
     char digit = 0;
     for (size_t i = 0; i < frontier.size() && found < 0; i++) {
@@ -87,12 +143,12 @@ void check_program(const std::string& line, const uint8_t* cls, const ChainTaskO
         if (!dist.count(u)) dist[u] = dist[v] + 1, frontier.push_back(u);
     }
     ASSERT_GE(found, 0) << "no digit reachable: " << line;
-    EXPECT_EQ(p[2], digit) << "the answer is the digit of the variable's chain: " << line;
+    EXPECT_EQ(held, digit) << "the answer is the digit of the variable's chain: " << line;
     const int k = found + 1;
     ASSERT_LE(k, o.max_hops()) << line;
-    EXPECT_EQ(cls[4 * g + 2], kTaskHop1 + k - 1) << line;
+    EXPECT_EQ(held_cls, kTaskHop1 + k - 1) << line;
     hops[k]++;
-    shown[p[0]] = p[2];
+    shown[name] = held;
   }
   EXPECT_EQ(roots, o.chains) << line;
   for (auto& kv : links)
@@ -128,18 +184,21 @@ TEST(ChainTask, SameSeedSameProgramsOtherSeedOthers) {
   EXPECT_EQ(c1, c2);
   EXPECT_NE(a, c);
   ASSERT_EQ(a.size(), 50u * o.line_tokens());
-  EXPECT_EQ(o.line_tokens(), 64);  // the default program fills half a window of 128
-  EXPECT_EQ(o.max_hops(), 6);
+  EXPECT_EQ(o.line_tokens(), 19);  // 6 assignments, 6 (query, answer) pairs, '\n': 6 programs in --seq 114
+  EXPECT_EQ(o.max_hops(), 5);
+  EXPECT_EQ(equals_defaults().line_tokens(), 64);
+  EXPECT_EQ(equals_defaults().max_hops(), 6);
 }
 
 // Every token's class, every answer and the chain structure against an
 // independent reading of the text; every hop count occurs, the short ones
 // most; root digits are uniform.
 TEST(ChainTask, ClassesAgreeWithAnIndependentReadingOfTheText) {
-  ChainTaskOptions other;
+  ChainTaskOptions other = equals_defaults(), fused7;
   other.assignments = 12, other.chains = 2, other.queries = 4;
-  for (const ChainTaskOptions& o : {ChainTaskOptions(), other}) {
-    SCOPED_TRACE("M " + std::to_string(o.assignments) + " R " + std::to_string(o.chains));
+  fused7.assignments = 7, fused7.chains = 1, fused7.queries = 3, fused7.letters = 7;
+  for (const ChainTaskOptions& o : {ChainTaskOptions(), equals_defaults(), other, fused7}) {
+    SCOPED_TRACE(o.grammar + " M " + std::to_string(o.assignments) + " R " + std::to_string(o.chains));
     std::vector<uint8_t> cls;
     const size_t lines = 3000;
     const auto t = task_tokens(o, lines, 11, &cls);
@@ -149,18 +208,21 @@ TEST(ChainTask, ClassesAgreeWithAnIndependentReadingOfTheText) {
     for (auto& kv : hops) answers += kv.second;
     EXPECT_EQ(answers, int(lines) * o.queries);
     ASSERT_EQ(hops.size(), size_t(o.max_hops())) << "every hop count occurs";
-    for (int k = 2; k <= o.max_hops(); k++) EXPECT_GE(hops[2], hops[k]) << k;  // most need 1 or 2 lookups
+    if (o.chains > 1)
+      for (int k = 2; k <= o.max_hops(); k++) EXPECT_GE(hops[2], hops[k]) << k;  // most need 1 or 2 lookups
     // value digits are uniform: each digit 7% to 13% of the roots
     std::map<int, int> digits;
     size_t values = 0;
     for (size_t i = 0; i < t.size(); i++)
-      if (cls[i] == kTaskValue) digits[t[i]]++, values++;
+      if (cls[i] == kTaskValue) digits[o.fused() ? '0' + (t[i] - kFusedRoot) % 10 : t[i]]++, values++;
     EXPECT_EQ(values, lines * o.chains);
     ASSERT_EQ(digits.size(), 10u);
     for (auto& kv : digits) EXPECT_NEAR(double(kv.second) / values, 0.1, 0.03) << char(kv.first);
   }
   EXPECT_EQ(ChainTaskOptions().class_names(),
-            (std::vector<std::string>{"format", "name", "value", "hop1", "hop2", "hop3", "hop4", "hop5", "hop6"}));
+            (std::vector<std::string>{"format", "name", "value", "hop1", "hop2", "hop3", "hop4", "hop5"}));
+  EXPECT_TRUE(is_chain_task_classes(ChainTaskOptions().class_names()));
+  EXPECT_FALSE(is_chain_task_classes({"format", "name", "value"}));
 }
 
 TEST(ChainTask, OptionsThatCannotMakeAProgramAreRefused) {
@@ -168,7 +230,11 @@ TEST(ChainTask, OptionsThatCannotMakeAProgramAreRefused) {
   o.assignments = 27;
   expect_error([&] { o.validate(); }, {"--assignments must be between 1 and 26"});
   o = ChainTaskOptions(), o.chains = 9;
-  expect_error([&] { o.validate(); }, {"--chains must be between 1 and --assignments (8), got 9"});
+  expect_error([&] { o.validate(); }, {"--chains must be between 1 and --assignments (6), got 9"});
+  o = ChainTaskOptions(), o.letters = 8;
+  expect_error([&] { o.validate(); }, {"--grammar fused", "at most 7 letters, got --letters 8"});
+  o = ChainTaskOptions(), o.grammar = "colon";
+  expect_error([&] { o.validate(); }, {"--grammar must be fused, equals or compact, got 'colon'"});
   o = ChainTaskOptions(), o.queries = 0;
   expect_error([&] { o.validate(); }, {"--queries must be between 1 and --assignments (" +
                                            std::to_string(o.assignments) + "), got 0"});
@@ -177,12 +243,69 @@ TEST(ChainTask, OptionsThatCannotMakeAProgramAreRefused) {
                                            ") and 26, got " + std::to_string(o.assignments - 1)});
 }
 
+// --grammar compact: the same programs as the default grammar with every '='
+// (and its class) left out, read and checked by the same independent reader.
+TEST(ChainTask, CompactGrammarIsTheSameProgramsWithoutTheEquals) {
+  ChainTaskOptions eq = equals_defaults(), compact = equals_defaults();
+  compact.grammar = "compact";
+  EXPECT_EQ(compact.line_tokens(), 48);
+  std::vector<uint8_t> ce, cc;
+  const auto te = task_tokens(eq, 500, 9, &ce), tc = task_tokens(compact, 500, 9, &cc);
+  std::vector<int32_t> stripped;
+  std::vector<uint8_t> stripped_cls;
+  for (size_t i = 0; i < te.size(); i++)
+    if (te[i] != '=') stripped.push_back(te[i]), stripped_cls.push_back(ce[i]);
+  EXPECT_EQ(tc, stripped);
+  EXPECT_EQ(cc, stripped_cls);
+  std::map<int, int> hops;
+  check_programs(tc, cc, compact, hops);
+  EXPECT_EQ(hops.size(), size_t(compact.max_hops()));
+}
+
+// --grammar fused (the default): the same programs as the equals grammar with
+// each assignment one token and each "?v=" one upper-case token; every id is
+// below 256 (the byte tokenizer) and chain_token_text shows it as the equals
+// grammar writes it.
+TEST(ChainTask, FusedGrammarIsTheSameProgramsOneTokenPerAssignment) {
+  ChainTaskOptions fused, eq;
+  eq.grammar = "equals";
+  std::vector<uint8_t> cf, ce;
+  const auto tf = task_tokens(fused, 400, 4, &cf), te = task_tokens(eq, 400, 4, &ce);
+  std::string shown_f, shown_e;
+  for (int32_t id : tf) {
+    ASSERT_GE(id, 0);
+    ASSERT_LT(id, 256);
+    const std::string s = chain_token_text(id);
+    ASSERT_FALSE(s.empty()) << id;
+    shown_f += s;
+  }
+  for (int32_t id : te) shown_e += char(id);
+  // the equals text is the fused one with a ';' after each assignment but the last
+  std::string want;
+  for (char c : shown_e)
+    if (c != ';') want += c;
+  EXPECT_EQ(shown_f, want);
+  EXPECT_EQ(chain_token_text(kFusedRoot + 10 * 2 + 7), "c=7");
+  EXPECT_EQ(chain_token_text(kFusedLink + kFusedMaxLetters * 4 + 1), "e=b");
+  EXPECT_EQ(chain_token_text(300), "");
+  std::map<int, int> hops;
+  check_programs(tf, cf, fused, hops);
+  EXPECT_EQ(hops.size(), size_t(fused.max_hops()));
+  // same classes of the answers, in the same order
+  std::vector<uint8_t> af, ae;
+  for (uint8_t c : cf)
+    if (c >= kTaskHop1) af.push_back(c);
+  for (uint8_t c : ce)
+    if (c >= kTaskHop1) ae.push_back(c);
+  EXPECT_EQ(af, ae);
+}
+
 // --letters N: the names come from the first N letters, every one of them
 // used when N = --assignments; N = 26 draws the same programs as before the
 // option existed (one permutation of the alphabet per line).
 TEST(ChainTask, NamesComeFromTheFirstLettersOfTheAlphabet) {
   ChainTaskOptions o;
-  o.assignments = 5, o.chains = 2, o.queries = 5, o.letters = 5;
+  o.grammar = "equals", o.assignments = 5, o.chains = 2, o.queries = 5, o.letters = 5;
   std::vector<uint8_t> cls;
   const auto t = task_tokens(o, 200, 3, &cls);
   std::map<int, int> hops;
@@ -191,7 +314,7 @@ TEST(ChainTask, NamesComeFromTheFirstLettersOfTheAlphabet) {
   for (size_t i = 0; i < t.size(); i++)
     if (cls[i] == kTaskName) used.insert(char(t[i]));
   EXPECT_EQ(used, (std::set<char>{'a', 'b', 'c', 'd', 'e'}));
-  o.letters = 26;
+  o.grammar = "equals", o.letters = 26;
   const auto wide = task_tokens(o, 200, 3);
   std::set<char> wide_used;
   for (int32_t x : wide)

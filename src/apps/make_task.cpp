@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
               26);
     flags.add("--letters", &t.letters, "names are distinct letters drawn from the first N of a..z (N >= assignments)",
               1, 26);
+    flags.add("--grammar", &t.grammar, "fused (one token per assignment, one per \"?v=\": a lookup is one attention step; at most 7 letters) | equals (\"v=d;\" and \"?v=d\", one character per token) | compact (\"vd;\" and \"?vd\")");
     if (!flags.parse(argc, argv)) return 0;
     check(flags.positional().empty(), "make_task takes no positional arguments (got '" +
                                           (flags.positional().empty() ? "" : flags.positional()[0]) + "')");
@@ -90,7 +91,12 @@ int main(int argc, char** argv) {
     }
     std::printf("task        %d assignments in %d chains, %d queries of 1..%d lookups: %zu tokens per program\n",
                 t.assignments, t.chains, t.queries, t.max_hops(), line);
-    std::printf("example     %s", std::string(val.tokens.begin(), val.tokens.begin() + line).c_str());
+    std::string example;  // a fused assignment (above ASCII) shown as [v=x]
+    for (size_t i = 0; i < line; i++) {
+      const std::string text = chain_token_text(val.tokens[i]);
+      example += val.tokens[i] >= 128 ? "[" + text + "]" : text;
+    }
+    std::printf("example     %s", example.c_str());
     write_split(out, name, "val", val);
     write_split(out, name, "train", train);
     std::printf("train with  ./train_cpu --config tiny --vocab 256 --tokenizer bytes --seq %zu --data %s\n",

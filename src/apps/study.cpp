@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "text/chain_task.h"
 #include "text/utf8.h"
 #include "train/checkpoint.h"
 #include "train/comparison.h"
@@ -293,10 +294,12 @@ int main(int argc, char** argv) {
     const StudyRun& r0 = res.methods[0].runs[0];
     const size_t n = r0.nll.size();
     const size_t a = std::min<size_t>((size_t)passage_at, n), b = std::min<size_t>(a + passage_tokens, n);
+    const bool chain_text = is_chain_task_classes(res.classes);
     for (size_t i = a; i < b; i++) {
       int32_t id = 0;
       data.val->read(r0.position[i], 1, &id);
-      res.passage.tokens.push_back(printable(tok->decode_token(id)));
+      // the chain task's fused tokens are bytes above ASCII: shown as "v=x"
+      res.passage.tokens.push_back(chain_text ? chain_token_text(id) : printable(tok->decode_token(id)));
       if (!res.classes.empty()) res.passage.classes.push_back(r0.cls[i]);
     }
     for (auto& m : res.methods) {

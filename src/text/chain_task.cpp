@@ -10,6 +10,8 @@
 namespace ada {
 
 void ChainTaskOptions::validate() const {
+  check(grammar == "fused" || grammar == "equals" || grammar == "compact",
+        "--grammar must be fused, equals or compact, got '" + grammar + "'");
   check(assignments >= 1 && assignments <= 26,
         "--assignments must be between 1 and 26 (one letter per variable), got " + std::to_string(assignments));
   check(chains >= 1 && chains <= assignments, "--chains must be between 1 and --assignments (" +
@@ -19,12 +21,31 @@ void ChainTaskOptions::validate() const {
                                                      std::to_string(letters));
   check(queries >= 1 && queries <= assignments, "--queries must be between 1 and --assignments (" +
                                                     std::to_string(assignments) + "), got " + std::to_string(queries));
+  check(!fused() || letters <= kFusedMaxLetters,
+        "--grammar fused writes each assignment as one byte and has room for at most " +
+            std::to_string(kFusedMaxLetters) + " letters, got --letters " + std::to_string(letters));
 }
 
 std::vector<std::string> ChainTaskOptions::class_names() const {
   std::vector<std::string> names = {"format", "name", "value"};
   for (int k = 1; k <= max_hops(); k++) names.push_back("hop" + std::to_string(k));
   return names;
+}
+
+std::string chain_token_text(int32_t id) {
+  if (id >= 'A' && id < 'A' + kFusedMaxLetters) return std::string{'?', char(id - 'A' + 'a'), '='};  // a fused query
+  if (id >= 0 && id < 128) return std::string(1, char(id));
+  if (id >= kFusedRoot && id < kFusedLink)
+    return std::string{char('a' + (id - kFusedRoot) / 10), '=', char('0' + (id - kFusedRoot) % 10)};
+  if (id >= kFusedLink && id < kFusedLink + kFusedMaxLetters * kFusedMaxLetters)  // 'v=u' 
+    return std::string{char('a' + (id - kFusedLink) / kFusedMaxLetters), '=',
+                       char('a' + (id - kFusedLink) % kFusedMaxLetters)};
+  return "";
+}
+
+bool is_chain_task_classes(const std::vector<std::string>& names) {
+  return names.size() >= 4 && names[0] == "format" && names[1] == "name" && names[2] == "value" &&
+         names[3] == "hop1";
 }
 
 namespace {
@@ -43,10 +64,11 @@ void generate_chain_task(const ChainTaskOptions& o, size_t lines, Rng& rng, std:
                          std::vector<uint8_t>& classes) {
   o.validate();
   const int M = o.assignments, R = o.chains, Q = o.queries;
-  auto put = [&](char c, uint8_t cls) {
-    tokens.push_back((unsigned char)c);
+  auto put_id = [&](int32_t id, uint8_t cls) {
+    tokens.push_back(id);
     classes.push_back(cls);
   };
+  auto put = [&](char c, uint8_t cls) { put_id((unsigned char)c, cls); };
   for (size_t line = 0; line < lines; line++) {
     // Chain lengths: a uniformly random split of the M assignments into R
     // positive parts (R - 1 distinct cut points in 1..M-1).
@@ -71,8 +93,15 @@ void generate_chain_task(const ChainTaskOptions& o, size_t lines, Rng& rng, std:
     const std::vector<int> order = permutation(M, rng);
     for (int i = 0; i < M; i++) {
       const int v = order[i];
+      if (o.fused()) {  // one token: what v holds is in it
+        if (parent[v] < 0)
+          put_id(kFusedRoot + 10 * letter[v] + digit[v], kTaskValue);
+        else
+          put_id(kFusedLink + kFusedMaxLetters * letter[v] + letter[parent[v]], kTaskName);
+        continue;
+      }
       put(char('a' + letter[v]), kTaskName);
-      put('=', kTaskFormat);
+      if (o.equals()) put('=', kTaskFormat);
       if (parent[v] < 0)
         put(char('0' + digit[v]), kTaskValue);
       else
@@ -91,9 +120,15 @@ void generate_chain_task(const ChainTaskOptions& o, size_t lines, Rng& rng, std:
       int hops = M + 1;
       for (int u = 0; u < M; u++)
         if (known[u] && chain_of[u] == chain_of[v]) hops = std::min(hops, 1 + std::abs(u - v));
+      if (o.fused()) {  // "?v=" is one token, the upper-case name
+        put(char('A' + letter[v]), kTaskName);
+        put(char('0' + digit[v]), uint8_t(kTaskHop1 + hops - 1));
+        known[v] = true;
+        continue;
+      }
       if (q > 0) put('?', kTaskFormat);
       put(char('a' + letter[v]), kTaskName);
-      put('=', kTaskFormat);
+      if (o.equals()) put('=', kTaskFormat);
       put(char('0' + digit[v]), uint8_t(kTaskHop1 + hops - 1));
       known[v] = true;
     }
