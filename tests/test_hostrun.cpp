@@ -799,6 +799,40 @@ TEST(HostRunDeathTest, StackOverflowHitsTheGuard) {
       "fiber stack overflow");
 }
 
+// A kernel that reads one element past its cudaMalloc'd input. Each device
+// allocation is its own heap block of exactly the size asked for, so under
+// AddressSanitizer (make test-asan) the read lands in the block's redzone and
+// stops the process with a report; without ASan nothing can see it.
+#if defined(__SANITIZE_ADDRESS__)
+#define ADA_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ADA_TEST_ASAN 1
+#endif
+#endif
+
+#ifdef ADA_TEST_ASAN
+__global__ void read_past_end(const float* in, float* out, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = in[i + 1];  // the bug: i + 1 == n for the last thread
+}
+#endif
+
+TEST(HostRunDeathTest, OutOfBoundsDeviceReadIsCaughtByAsan) {
+#ifndef ADA_TEST_ASAN
+  GTEST_SKIP() << "needs AddressSanitizer: run make test-asan";
+#else
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  constexpr int n = 1000;  // 4000 bytes: the redzone starts right after in[n - 1]
+  const auto run = [](int count) {
+    DeviceArray<float> in(std::vector<float>(n, 1.0f)), out(n);
+    ada::launch(read_past_end, (count + 127) / 128, 128, 0, nullptr, in.get(), out.get(), count);
+  };
+  run(n - 1);  // the same kernel within bounds is clean
+  EXPECT_DEATH(run(n), "heap-buffer-overflow");
+#endif
+}
+
 TEST(HostRun, RuntimeApi) {
   int count = 0;
   CUDA_CHECK(cudaGetDeviceCount(&count));

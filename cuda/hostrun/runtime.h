@@ -3,7 +3,9 @@
 //
 // Device memory is host memory. cudaMalloc returns 256-byte aligned memory
 // filled with 0xff bytes (uninitialised device memory reads as NaN / -1, not as
-// a convenient zero) and remembers every allocation, so that a copy that runs
+// a convenient zero), each allocation its own heap block of exactly the size
+// asked for (so AddressSanitizer sees a kernel's access past its end), and
+// remembers every allocation, so that a copy that runs
 // past the end of an allocation, or names a host pointer where a device pointer
 // belongs (swapped directions), fails with cudaErrorInvalidValue instead of
 // corrupting memory. Everything is synchronous: a stream is only a handle, and
