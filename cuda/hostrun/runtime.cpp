@@ -301,3 +301,11 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
   if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;  // a hint
   return set_error(cudaErrorInvalidValue);
 }
+
+std::vector<std::pair<void*, size_t>> ada::hostrun::device_allocations() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::vector<std::pair<void*, size_t>> out;
+  out.reserve(g_allocs.size());
+  for (const auto& a : g_allocs) out.emplace_back(const_cast<char*>(a.first), a.second);
+  return out;
+}

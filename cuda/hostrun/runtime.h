@@ -17,6 +17,8 @@
 // device or checks the architecture takes the same path as on an H100/H200.
 #pragma once
 #include <cstddef>
+#include <utility>
+#include <vector>
 
 enum cudaError_t {
   cudaSuccess = 0,
@@ -132,3 +134,9 @@ template <typename R, typename... P>
 cudaError_t cudaFuncSetAttribute(R (*func)(P...), cudaFuncAttribute attr, int value) {
   return cudaFuncSetAttribute(reinterpret_cast<const void*>(func), attr, value);
 }
+
+namespace ada::hostrun {
+// Every live cudaMalloc allocation as (base, bytes), in address order: the
+// memory the race check snapshots and compares (racecheck.h).
+std::vector<std::pair<void*, size_t>> device_allocations();
+}  // namespace ada::hostrun
