@@ -6,6 +6,7 @@
 #   make bench        CPU throughput benchmark
 #   make sanitize     every test under AddressSanitizer + UBSan (build/san/)
 #   make sanitize-ci  the same build, without the long gradient checks (.ci/run)
+#   make test-asan    only the CUDA kernel tests (host runner) under the same sanitizers
 #   make fuzz         3000 damaged inputs against the programs (make test runs 240)
 #   make train_gpu    the CUDA trainer (needs nvcc), for every GPU from sm_80;
 #                     CUDA_ARCHS="80" (say) builds machine code for fewer GPUs, faster
@@ -153,6 +154,19 @@ sanitize:
 sanitize-ci:
 	$(MAKE) sanitize SAN_GTEST_FILTER='$(SAN_CI_FILTER)'
 
+# The CUDA kernels under the host runner with the same sanitizer flags, in the
+# same build/san/ (objects shared with `make sanitize`), but only the test
+# files that launch kernels, linked into their own binary: no programs, no CPU
+# test files. Every cudaMalloc is its own heap block (cuda/hostrun/runtime.cpp),
+# so any out-of-bounds global access by a kernel is an ASan report.
+ASAN_TEST_SRCS := tests/test_hostrun.cpp tests/test_cuda_kernels.cpp tests/test_cuda_step.cpp
+ASAN_GTEST_FILTER ?= HostRun*:CudaKernels.*:CudaStep.*
+.PHONY: test-asan
+test-asan:
+	$(MAKE) BUILD=$(BUILD)/san MPI=0 OPT="-O2 -march=native $(SAN_FLAGS)" \
+	  LDFLAGS="-fopenmp $(SAN_FLAGS)" $(BUILD)/san/kernel_tests
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BUILD)/san/kernel_tests --gtest_filter='$(ASAN_GTEST_FILTER)'
+
 clean:
 	rm -rf $(BUILD) $(APPS) train_gpu train_cpu_mpi train_gpu_nccl
 
@@ -246,6 +260,10 @@ $(BUILD)/cuda_host/%.o: cuda/%.cu | check-deps
 	$(CXX) $(CXXFLAGS) -Icuda -x c++ -c $< -o $@
 
 $(BUILD)/run_tests: $(CUDA_HOST_OBJS)
+
+# The kernel tests alone (make test-asan builds this in build/san/).
+$(BUILD)/kernel_tests: $(patsubst tests/%.cpp,$(BUILD)/tests/%.o,$(ASAN_TEST_SRCS)) $(HOSTRUN_OBJS) $(CUDA_HOST_OBJS) $(LIB)
+	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main -lz $(LDLIBS)
 
 .PHONY: check-nvcc test_gpu bench_gpu
 check-nvcc:

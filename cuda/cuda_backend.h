@@ -55,6 +55,12 @@ class CudaBackend {
 
   void set_gemm(cuda::GemmPrecision p) { gemm_ = p; }
   cuda::GemmPrecision gemm() const { return gemm_; }
+  // Deterministic mode (train_gpu --deterministic): ops that would add floats
+  // with atomics in an unspecified order (the embedding backward, through it
+  // the gate biases and pause embeddings) take a fixed-order path instead, so
+  // two runs give bit-identical gradients. Slower; off by default.
+  void set_deterministic(bool on) { deterministic_ = on; }
+  bool deterministic() const { return deterministic_; }
 
   // ---- memory ----------------------------------------------------------
   void* raw_alloc(size_t bytes);
@@ -99,7 +105,11 @@ class CudaBackend {
     cuda::embedding_forward(stream, out, ids, table, N, D, s);
   }
   void embedding_backward(float* dtable, const int* ids, const float* dout, int N, int D, float s) {
-    cuda::embedding_backward(stream, dtable, ids, dout, N, D, s);
+    if (deterministic_)
+      cuda::embedding_backward_deterministic(stream, dtable, ids, dout, N, D, s,
+                                             workspace(cuda::embedding_backward_deterministic_work_bytes(N)));
+    else
+      cuda::embedding_backward(stream, dtable, ids, dout, N, D, s);
   }
   void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int N, int D, double eps) {
     cuda::rmsnorm_forward(stream, y, rstd, x, w, N, D, static_cast<float>(eps));
@@ -201,6 +211,7 @@ class CudaBackend {
 
   static constexpr size_t kStagingHalf = 8 << 20;  // bytes per half of the pinned upload ring
   cuda::GemmPrecision gemm_ = cuda::GemmPrecision::Bf16;
+  bool deterministic_ = false;
   void* work_ = nullptr;
   size_t work_bytes_ = 0;
   double* d_scalars_ = nullptr;  // [0] gradient sum of squares, [1] result of sum()

@@ -10,6 +10,12 @@
 // atomic per chunk instead of one per row. The order in which chunks add to a
 // shared table row is not fixed on a GPU (float addition order; under the
 // host runner blocks run in order).
+// Deterministic backward (CudaBackend::set_deterministic, train_gpu
+// --deterministic): no float atomics. The rows are sorted by (id, row) with
+// a bitonic sort of 64-bit keys (unique keys, so the sorted order is unique);
+// then the first row of each id owns that table row and adds its rows'
+// gradients in row order, starting from the table's value: the CPU twin's
+// order of additions, whatever the order of threads and blocks.
 #include "compat.h"
 #include "launch.h"
 #include "device_util.h"
@@ -51,7 +57,97 @@ __global__ void __launch_bounds__(kColThreads)
   atomicAdd(&dtable[static_cast<size_t>(run_id) * D + j], acc);
 }
 
+// ---- deterministic backward ----------------------------------------------
+constexpr int kSortBlock = 1024;  // keys one block sorts in shared memory (two per thread)
+constexpr int kSortThreads = kSortBlock / 2;
+
+// keys[i] = (ids[i] << 32) | i for the N rows, then the largest key as padding to P.
+__global__ void sort_keys_init(unsigned long long* keys, const int* ids, int N, int P) {
+  const int i = static_cast<int>(blockIdx.x * kThreads + threadIdx.x);
+  if (i >= P) return;
+  keys[i] = i < N ? (static_cast<unsigned long long>(static_cast<unsigned>(ids[i])) << 32) | static_cast<unsigned>(i)
+                  : ~0ull;
+}
+
+// The compare-exchange of bitonic sorting: key i (its bit `stride` clear) and
+// key i + stride, in ascending order where bit `k` of i is clear.
+__device__ inline void bitonic_pair(unsigned long long* a, unsigned long long* b, bool ascending) {
+  const unsigned long long x = *a, y = *b;
+  if ((x > y) == ascending) {
+    *a = y;
+    *b = x;
+  }
+}
+
+// The steps of stride < kSortBlock, for bitonic sequence lengths k_first ..
+// k_last, on each chunk of kSortBlock keys in shared memory.
+__global__ void __launch_bounds__(kSortThreads)
+    bitonic_local(unsigned long long* keys, int k_first, int k_last) {
+  __shared__ unsigned long long s[kSortBlock];
+  const int t = static_cast<int>(threadIdx.x), base = static_cast<int>(blockIdx.x) * kSortBlock;
+  s[t] = keys[base + t];
+  s[t + kSortThreads] = keys[base + t + kSortThreads];
+  __syncthreads();
+  for (int k = k_first; k <= k_last; k <<= 1)
+    for (int stride = min(k, kSortBlock) / 2; stride > 0; stride >>= 1) {
+      const int i = 2 * t - (t & (stride - 1));
+      bitonic_pair(&s[i], &s[i + stride], ((base + i) & k) == 0);
+      __syncthreads();
+    }
+  keys[base + t] = s[t];
+  keys[base + t + kSortThreads] = s[t + kSortThreads];
+}
+
+// One step of stride >= kSortBlock over all P keys (P / 2 threads).
+__global__ void __launch_bounds__(kThreads) bitonic_global(unsigned long long* keys, int stride, int k) {
+  const int t = static_cast<int>(blockIdx.x * kThreads + threadIdx.x);
+  const int i = 2 * t - (t & (stride - 1));
+  bitonic_pair(&keys[i], &keys[i + stride], (i & k) == 0);
+}
+
+// grid (N, ceil(D / kColThreads)): block p is sorted row p; the first sorted
+// row of an id sums all rows of that id, in row order, into the table row.
+__global__ void __launch_bounds__(kColThreads)
+    embedding_backward_sorted(float* dtable, const unsigned long long* keys, const float* dout, int N, int D,
+                              float scale) {
+  const int p = static_cast<int>(blockIdx.x);
+  const int j = static_cast<int>(blockIdx.y * kColThreads + threadIdx.x);
+  const unsigned long long id = keys[p] >> 32;
+  if (j >= D || (p > 0 && keys[p - 1] >> 32 == id)) return;
+  float* cell = &dtable[id * static_cast<unsigned long long>(D) + j];
+  float acc = *cell;
+  for (int q = p; q < N && keys[q] >> 32 == id; q++)
+    acc += scale * dout[static_cast<size_t>(keys[q] & 0xffffffffull) * D + j];
+  *cell = acc;
+}
+
+// Keys padded to a power of two, at least one shared-memory chunk.
+size_t sort_size(int N) {
+  size_t P = kSortBlock;
+  while (P < static_cast<size_t>(N)) P *= 2;
+  return P;
+}
+
 }  // namespace
+
+size_t embedding_backward_deterministic_work_bytes(int N) { return sort_size(N) * sizeof(unsigned long long); }
+
+void embedding_backward_deterministic(cudaStream_t s, float* dtable, const int* ids, const float* dout, int N, int D,
+                                      float scale, void* work) {
+  if (N <= 0 || D <= 0) return;
+  auto* keys = static_cast<unsigned long long*>(work);
+  const int P = static_cast<int>(sort_size(N));
+  launch(sort_keys_init, blocks_for(P, kThreads), kThreads, 0, s, keys, ids, N, P);
+  const unsigned chunks = static_cast<unsigned>(P / kSortBlock);
+  launch(bitonic_local, chunks, kSortThreads, 0, s, keys, 2, kSortBlock);  // each chunk sorted
+  for (int k = 2 * kSortBlock; k <= P; k *= 2) {  // merge: long strides globally, the rest per chunk
+    for (int stride = k / 2; stride >= kSortBlock; stride /= 2)
+      launch(bitonic_global, blocks_for(P / 2, kThreads), kThreads, 0, s, keys, stride, k);
+    launch(bitonic_local, chunks, kSortThreads, 0, s, keys, k, k);
+  }
+  launch(embedding_backward_sorted, dim3(static_cast<unsigned>(N), blocks_for(D, kColThreads)), kColThreads, 0, s,
+         dtable, keys, dout, N, D, scale);
+}
 
 void embedding_forward(cudaStream_t s, float* out, const int* ids, const float* table, int N, int D, float scale) {
   if (N <= 0 || D <= 0) return;

@@ -24,6 +24,11 @@ namespace ada::cuda {
 // out (N, D) = scale * table[ids] ;   dtable[ids[n]] += scale * dout[n]
 void embedding_forward(cudaStream_t s, float* out, const int* ids, const float* table, int N, int D, float scale);
 void embedding_backward(cudaStream_t s, float* dtable, const int* ids, const float* dout, int N, int D, float scale);
+// The same sum without float atomics, in row order (bit-reproducible): sorts
+// the rows by id in `work`.
+size_t embedding_backward_deterministic_work_bytes(int N);
+void embedding_backward_deterministic(cudaStream_t s, float* dtable, const int* ids, const float* dout, int N, int D,
+                                      float scale, void* work);
 
 // ---- rmsnorm.cu ----------------------------------------------------------
 // y (N, D), rstd (N) ;  backward accumulates into dx (N, D) and dw (D).

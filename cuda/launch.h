@@ -21,6 +21,7 @@
 // conversion happens, i.e. at the call (g++ and nvcc both do this).
 #pragma once
 
+#include <array>
 #include <cstdlib>
 #include <string>
 #include <tuple>
@@ -73,6 +74,15 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, LaunchSite site, cudaSt
 
 #else
 
+// A kernel argument as an address when it is a pointer to data, else null.
+template <typename T>
+const void* hostrun_pointer_of(const T& v) {
+  if constexpr (std::is_pointer_v<T> && std::is_object_v<std::remove_pointer_t<T>>)
+    return const_cast<const void*>(static_cast<const volatile void*>(v));
+  else
+    return nullptr;
+}
+
 template <typename... P, typename... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, LaunchSite site, cudaStream_t stream,
             A&&... args) {
@@ -90,8 +100,16 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, LaunchSite site, cudaSt
     auto* cl = static_cast<Closure*>(c);
     std::apply(cl->kernel, *cl->params);
   };
+  // The pointer arguments, for the race check's messages (which argument
+  // points into memory that two resume orders left different).
+  const auto pointers = std::apply(
+      [](const auto&... v) {
+        return std::array<const void*, sizeof...(P) + 1>{hostrun_pointer_of(v)..., nullptr};
+      },
+      params);
   try {
-    hostrun::run_launch(reinterpret_cast<const void*>(kernel), grid, block, site.shmem, thunk, &closure);
+    hostrun::run_launch(reinterpret_cast<const void*>(kernel), grid, block, site.shmem, thunk, &closure,
+                        pointers.data(), sizeof...(P));
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + " [" + site.describe() + "]");
   }

@@ -34,7 +34,17 @@ int main(int argc, char** argv) {
     set_device_memory((double)prop.totalGlobalMem, std::string("the GPU (") + prop.name + ")");
     if (c.rank() == 0) std::printf("gpu     %s%s\n", gpu.c_str(), c.size() > 1 ? " (rank 0; one GPU per rank)" : "");
   };
-  p.describe_backend = [](CudaBackend& be) { std::printf("gemm    %s\n", cuda::gemm_precision_name(be.gemm())); };
+  // GPU-only: the CPU trainer's gradients are deterministic already.
+  bool deterministic = false;
+  p.add_flags = [&deterministic](Flags& f) {
+    f.section("GPU");
+    f.add("deterministic", &deterministic,
+          "bit-reproducible gradients: no float atomics (sorted embedding backward); slower");
+  };
+  p.configure_backend = [&deterministic](CudaBackend& be) { be.set_deterministic(deterministic); };
+  p.describe_backend = [](CudaBackend& be) {
+    std::printf("gemm    %s%s\n", cuda::gemm_precision_name(be.gemm()), be.deterministic() ? ", deterministic" : "");
+  };
 #ifdef ADA_NCCL
   p.name = "train_gpu_nccl";
   p.start = [](int* argc, char*** argv) -> std::unique_ptr<Communicator> {

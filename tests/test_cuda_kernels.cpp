@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,53 @@ TEST(CudaKernels, Embedding) {
   c.embedding_backward(b1.data(), zero.data(), g1.data(), n1, 1, 1.0f);
   g.embedding_backward(d_b1.p(), d_zero.p(), d_g1.p(), n1, 1, 1.0f);
   expect_close("embedding backward (one id, D = 1)", d_b1.get(), b1);
+}
+
+// The deterministic embedding backward (CudaBackend::set_deterministic,
+// train_gpu --deterministic): no float atomics, every table element summed in
+// row order from its old value, like the CPU twin. Shapes: a small ragged one;
+// N > 2048 (three bitonic merge levels, global strides included) with D > 128
+// (two column blocks) and repeated ids; the gate-bias shape (D = 1, every id 0).
+bool same_bits(const Vec& a, const Vec& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(CudaKernels, EmbeddingBackwardDeterministic) {
+  struct Case {
+    int N, D, V;
+  };
+  const float s = 0.7f;
+  for (const Case k : {Case{37, 29, 11}, Case{2500, 130, 300}, Case{3000, 1, 1}}) {
+    const IVec ids = k.V == 1 ? IVec(k.N, 0) : randint(k.N, k.V, 140 + k.N);
+    const Vec dout = randn(static_cast<size_t>(k.N) * k.D, 141), init = randn(static_cast<size_t>(k.V) * k.D, 142);
+    Vec want = init;
+    Cpu c;
+    c.embedding_backward(want.data(), ids.data(), dout.data(), k.N, k.D, s);
+    auto run = [&] {
+      Gpu g(GemmPrecision::Fp32);
+      g.set_deterministic(true);
+      Dev<int> d_ids(g, ids);
+      Dev<float> d_dout(g, dout), d_table(g, init);
+      g.embedding_backward(d_table.p(), d_ids.p(), d_dout.p(), k.N, k.D, s);
+      return d_table.get();
+    };
+    const std::string tag = " N=" + std::to_string(k.N) + " D=" + std::to_string(k.D);
+    const Vec first = run();
+    expect_close("deterministic embedding backward" + tag, first, want);
+#if defined(ADA_HOSTRUN)
+    // Three more runs with the threads of every block resumed in other orders
+    // (two other shuffle seeds, reverse): bit-identical.
+    for (int variant = 0; variant < 3; variant++) {
+      ada::hostrun::Config cfg = ada::hostrun::config();
+      cfg.order = variant == 2 ? ada::hostrun::Order::Reverse : ada::hostrun::Order::Shuffle;
+      cfg.seed = 1000 + variant;
+      ada::hostrun::ScopedConfig scoped(cfg);
+      EXPECT_TRUE(same_bits(run(), first)) << "resume order variant " << variant << tag;
+    }
+#else
+    EXPECT_TRUE(same_bits(run(), first)) << "a second run on the GPU differs" << tag;
+#endif
+  }
 }
 
 TEST(CudaKernels, RMSNorm) {

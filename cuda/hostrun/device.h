@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "hostrun/lowp.h"
+#include "hostrun/racecheck.h"
 #include "hostrun/scheduler.h"
 #include "hostrun/vector_types.h"
 
@@ -313,10 +314,12 @@ unsigned __match_any_sync(unsigned mask, T value) {
 // ---------------------------------------------------------------------------
 // Atomics. Only one kernel thread runs at any moment and it is never
 // interrupted between two scheduler calls, so a plain read-modify-write is
-// atomic here. Each returns the old value, as in CUDA.
+// atomic here. Each returns the old value, as in CUDA. The race check leaves
+// atomically updated words out of its comparison (racecheck.h).
 namespace ada::hostrun {
 template <typename T, typename F>
 T atomic_rmw(T* address, F f) {
+  if (detail::race_check_atomics) note_atomic(address, sizeof(T));
   const T old = *address;
   *address = f(old);
   return old;

@@ -175,10 +175,12 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (!ptr) return set_error(cudaErrorInvalidValue);
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;  // as CUDA: success, null pointer
-  const size_t rounded = (bytes + 255) / 256 * 256;
-  void* p = std::aligned_alloc(256, rounded);
-  if (!p) return set_error(cudaErrorMemoryAllocation);
-  std::memset(p, 0xff, rounded);  // uninitialised device memory is not zero
+  // Its own heap block of exactly `bytes` (no rounding up to the alignment):
+  // under AddressSanitizer the block's redzone starts right at the end, so a
+  // kernel reading or writing one element past the buffer is reported.
+  void* p = nullptr;
+  if (posix_memalign(&p, 256, bytes) != 0) return set_error(cudaErrorMemoryAllocation);
+  std::memset(p, 0xff, bytes);  // uninitialised device memory is not zero
   std::lock_guard<std::mutex> lock(g_mu);
   g_allocs[static_cast<const char*>(p)] = bytes;
   g_allocated += bytes;
@@ -298,4 +300,12 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
   }
   if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;  // a hint
   return set_error(cudaErrorInvalidValue);
+}
+
+std::vector<std::pair<void*, size_t>> ada::hostrun::device_allocations() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::vector<std::pair<void*, size_t>> out;
+  out.reserve(g_allocs.size());
+  for (const auto& a : g_allocs) out.emplace_back(const_cast<char*>(a.first), a.second);
+  return out;
 }

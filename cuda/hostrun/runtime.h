@@ -3,7 +3,9 @@
 //
 // Device memory is host memory. cudaMalloc returns 256-byte aligned memory
 // filled with 0xff bytes (uninitialised device memory reads as NaN / -1, not as
-// a convenient zero) and remembers every allocation, so that a copy that runs
+// a convenient zero), each allocation its own heap block of exactly the size
+// asked for (so AddressSanitizer sees a kernel's access past its end), and
+// remembers every allocation, so that a copy that runs
 // past the end of an allocation, or names a host pointer where a device pointer
 // belongs (swapped directions), fails with cudaErrorInvalidValue instead of
 // corrupting memory. Everything is synchronous: a stream is only a handle, and
@@ -15,6 +17,8 @@
 // device or checks the architecture takes the same path as on an H100/H200.
 #pragma once
 #include <cstddef>
+#include <utility>
+#include <vector>
 
 enum cudaError_t {
   cudaSuccess = 0,
@@ -130,3 +134,9 @@ template <typename R, typename... P>
 cudaError_t cudaFuncSetAttribute(R (*func)(P...), cudaFuncAttribute attr, int value) {
   return cudaFuncSetAttribute(reinterpret_cast<const void*>(func), attr, value);
 }
+
+namespace ada::hostrun {
+// Every live cudaMalloc allocation as (base, bytes), in address order: the
+// memory the race check snapshots and compares (racecheck.h).
+std::vector<std::pair<void*, size_t>> device_allocations();
+}  // namespace ada::hostrun

@@ -24,6 +24,7 @@
 
 #include "core/common.h"
 #include "hostrun/fiber.h"
+#include "hostrun/racecheck.h"
 
 // Static __shared__ variables are placed in this ELF section (device.h) so that
 // the runner can poison all of them before each block. The linker defines the
@@ -105,6 +106,7 @@ Config config_from_env() {
     c.stack_bytes = kb * 1024;
   }
   if (const char* s = std::getenv("ADA_HOSTRUN_POISON")) c.poison_shared = std::atoi(s) != 0;
+  if (const char* s = std::getenv("ADA_HOSTRUN_RACECHECK")) c.race_check = std::atoi(s) != 0;
   return c;
 }
 
@@ -155,7 +157,8 @@ class Runner {
   }
 
   // -- a launch (launching OS thread, under launch_mu_) -----------------------
-  void launch(const void* kernel, dim3 grid, dim3 block, size_t dyn, KernelThunk thunk, void* ctx);
+  void launch(const void* kernel, dim3 grid, dim3 block, size_t dyn, KernelThunk thunk, void* ctx,
+              std::vector<const void*> args);
 
   // -- called from kernel threads ---------------------------------------------
   int block_barrier(const char* file, int line, int predicate);
@@ -170,6 +173,7 @@ class Runner {
  private:
   void setup_block(uint3 bidx, uint64_t block_linear);
   void run_block();
+  void run_block_twice(uint3 bidx, uint64_t block_linear);
   void shuffle_order();
   ADA_HOSTRUN_HOT int pick_next();
   ADA_HOSTRUN_HOT void activate(unsigned t, Fiber* f);
@@ -204,6 +208,8 @@ class Runner {
   std::vector<ThreadRec> threads_;
   std::vector<WarpRec> warps_;
   std::vector<unsigned> order_;
+  std::vector<const void*> args_;  // the pointer arguments (race check messages)
+  RaceCheck race_;
   std::vector<unsigned char> dyn_storage_;
   unsigned char* dyn_ = nullptr;
   size_t dyn_bytes_ = 0;
@@ -235,7 +241,7 @@ void fiber_entry(void* arg) {
 // ---------------------------------------------------------------------------
 
 void Runner::launch(const void* kernel, dim3 grid, dim3 block, size_t dyn, KernelThunk thunk,
-                    void* ctx) {
+                    void* ctx, std::vector<const void*> args) {
   const uint64_t nthreads = uint64_t(block.x) * block.y * block.z;
   if (block.x == 0 || block.y == 0 || block.z == 0 || nthreads > 1024 || block.x > 1024 ||
       block.y > 1024 || block.z > 64)
@@ -268,6 +274,7 @@ void Runner::launch(const void* kernel, dim3 grid, dim3 block, size_t dyn, Kerne
 
   thunk_ = thunk;
   ctx_ = ctx;
+  args_ = std::move(args);
   n_ = static_cast<unsigned>(nthreads);
   threads_.assign(n_, ThreadRec{});
   for (unsigned t = 0; t < n_; ++t)
@@ -304,14 +311,61 @@ void Runner::launch(const void* kernel, dim3 grid, dim3 block, size_t dyn, Kerne
     }
   } count{*this, blocks_run};
 
+  struct RaceReset {  // atomics stop noting addresses, the copies are dropped
+    RaceCheck& race;
+    ~RaceReset() {
+      detail::race_check_atomics = false;
+      race.clear();
+    }
+  } race_reset{race_};
+  detail::race_check_atomics = run_cfg_.race_check;
+
   uint64_t linear = 0;
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
-        setup_block(uint3{x, y, z}, linear++);
-        run_block();
+        if (run_cfg_.race_check) {
+          run_block_twice(uint3{x, y, z}, linear++);
+        } else {
+          setup_block(uint3{x, y, z}, linear++);
+          run_block();
+        }
         ++blocks_run;
       }
+}
+
+// The race check (racecheck.h): the block runs in the configured order, then
+// again from the same memory in another order; the results must agree.
+void Runner::run_block_twice(uint3 bidx, uint64_t block_linear) {
+  std::vector<std::pair<void*, size_t>> shared{{dyn_, dyn_bytes_}};
+  if (__start_ada_hostrun_shared && __stop_ada_hostrun_shared)
+    shared.emplace_back(__start_ada_hostrun_shared,
+                        size_t(__stop_ada_hostrun_shared - __start_ada_hostrun_shared));
+  race_.snapshot(shared);
+  setup_block(bidx, block_linear);
+  run_block();
+  race_.keep_first_and_restore();
+
+  const Config saved = run_cfg_;
+  auto name = [](const Config& c) {
+    return c.order == Order::Forward   ? std::string("forward")
+           : c.order == Order::Reverse ? std::string("reverse")
+                                       : "shuffled (seed " + std::to_string(c.seed) + ")";
+  };
+  Config second = saved;
+  if (saved.order == Order::Forward) second.order = Order::Reverse;
+  else if (saved.order == Order::Reverse) second.order = Order::Forward;
+  else second.seed = saved.seed ^ 0x9e3779b97f4a7c15ull;
+  run_cfg_ = second;
+  struct Restore {
+    Runner& r;
+    const Config& c;
+    ~Restore() { r.run_cfg_ = c; }
+  } restore{*this, saved};
+  setup_block(bidx, block_linear);
+  run_block();
+  const std::string diff = race_.compare(args_, name(saved), name(second));
+  if (!diff.empty()) fail("hostrun: race check: block " + coords(bidx) + ": " + diff);
 }
 
 void Runner::setup_block(uint3 bidx, uint64_t block_linear) {
@@ -634,11 +688,12 @@ void set_max_dynamic_shared(const void* kernel_id, size_t bytes) {
 }
 
 void run_launch(const void* kernel_id, dim3 grid, dim3 block, size_t dynamic_shared_bytes,
-                KernelThunk thunk, void* ctx) {
+                KernelThunk thunk, void* ctx, const void* const* args, size_t nargs) {
   if (t_in_launch)
     kernel_fail("kernel launch from inside a kernel (dynamic parallelism) is not supported "
                 "by the host runner");
-  runner().launch(kernel_id, grid, block, dynamic_shared_bytes, thunk, ctx);
+  runner().launch(kernel_id, grid, block, dynamic_shared_bytes, thunk, ctx,
+                  std::vector<const void*>(args, args + (args ? nargs : 0)));
 }
 
 namespace {

@@ -26,7 +26,7 @@ namespace ada::hostrun {
 // ---------------------------------------------------------------------------
 // Configuration (tests may change it; the defaults come from the environment:
 // ADA_HOSTRUN_ORDER=shuffle|reverse|forward, ADA_HOSTRUN_SEED=<n>,
-// ADA_HOSTRUN_STACK_KB=<n>, ADA_HOSTRUN_POISON=0|1).
+// ADA_HOSTRUN_STACK_KB=<n>, ADA_HOSTRUN_POISON=0|1, ADA_HOSTRUN_RACECHECK=0|1).
 
 // The order in which a block's runnable threads are resumed. Shuffle (seeded by
 // seed, block index and barrier phase; reproducible run to run) exposes a
@@ -43,6 +43,11 @@ struct Config {
   // 0xff bytes before every block: reads of shared memory that the block did not
   // write then see NaN / -1 instead of a previous block's leftovers.
   bool poison_shared = true;
+  // Run every block twice from the same device memory, the second time in
+  // another resume order (forward <-> reverse, or a shuffle with another
+  // seed), and fail the launch if device memory differs afterwards
+  // (racecheck.h). Slow: for tests with small allocations.
+  bool race_check = false;
 };
 
 Config config();
@@ -76,10 +81,12 @@ void reset_stats();
 // ---------------------------------------------------------------------------
 // Launch. The type-erased body runs one thread: `thunk(ctx)` calls the kernel
 // with the launch arguments (see launch.h). `kernel_id` identifies the kernel
-// for cudaFuncSetAttribute.
+// for cudaFuncSetAttribute. `args` holds the value of every pointer argument
+// of the kernel (null for the others), so that the race check can name the
+// argument that points into memory it found changed.
 using KernelThunk = void (*)(void* ctx);
 void run_launch(const void* kernel_id, dim3 grid, dim3 block, size_t dynamic_shared_bytes,
-                KernelThunk thunk, void* ctx);
+                KernelThunk thunk, void* ctx, const void* const* args = nullptr, size_t nargs = 0);
 
 // cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n).
 // Without it a launch may ask for at most 48 KiB, as on the GPU.

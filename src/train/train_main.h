@@ -30,6 +30,10 @@ struct TrainProgram {
   // Picks and checks this rank's device (the GPU of its local rank).
   std::function<void(const Communicator&)> open_device;
   std::function<void(Bk&)> describe_backend;  // printed by rank 0
+  // Flags of this program only (declared after the shared ones), and what
+  // they set on the backend once it exists (before describe_backend).
+  std::function<void(Flags&)> add_flags;
+  std::function<void(Bk&)> configure_backend;
   // The communicator the gradient buffer goes through, once the backend
   // exists (NCCL, on the backend's stream); null: the one `start` returned.
   std::function<std::unique_ptr<Communicator>(Bk&, std::unique_ptr<Communicator>)> attach;
@@ -49,6 +53,7 @@ int train_main(int argc, char** argv, const TrainProgram<Bk>& p) {
     o.config = p.default_config;
     Flags flags(p.name, p.summary);
     add_train_flags(flags, o);
+    if (p.add_flags) p.add_flags(flags);
     if (!flags.parse(argc, argv)) return 0;
     check(flags.positional().empty(),
           "unexpected argument '" + (flags.positional().empty() ? std::string() : flags.positional()[0]) + "'");
@@ -60,6 +65,7 @@ int train_main(int argc, char** argv, const TrainProgram<Bk>& p) {
     if (o.threads > 0) omp_set_num_threads(o.threads);
     o.validate();
     Bk be;
+    if (p.configure_backend) p.configure_backend(be);
     if (p.attach) comm = p.attach(be, std::move(comm));
     if (p.describe_backend && comm->rank() == 0) p.describe_backend(be);
     Trainer<Bk> trainer(be, o, *comm);
