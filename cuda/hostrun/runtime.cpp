@@ -299,3 +299,5 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
   if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;  // a hint
   return set_error(cudaErrorInvalidValue);
 }
+
+bool ada::hostrun::in_device_memory(const void* p, size_t bytes) { return range_ok(p, bytes, true); }

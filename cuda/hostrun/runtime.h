@@ -130,3 +130,11 @@ template <typename R, typename... P>
 cudaError_t cudaFuncSetAttribute(R (*func)(P...), cudaFuncAttribute attr, int value) {
   return cudaFuncSetAttribute(reinterpret_cast<const void*>(func), attr, value);
 }
+
+namespace ada::hostrun {
+// True when [p, p + bytes) lies inside one live cudaMalloc allocation ("global
+// memory"). The warp-level primitives (mma.h, async_copy.h) use it to refuse
+// global addresses where PTX wants shared memory, and source ranges of
+// cp.async that run outside every allocation.
+bool in_device_memory(const void* p, size_t bytes);
+}  // namespace ada::hostrun
