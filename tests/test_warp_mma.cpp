@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "compat.h"
+#include "gemm_mma.h"
 #include "launch.h"
 #include "warp_mma.h"
 
@@ -109,7 +110,7 @@ std::vector<float> matmul(const std::vector<float>& A, const std::vector<float>&
 }
 
 // Runs `body` and checks that it throws ada::Error whose message contains `needle`.
-[[maybe_unused]] void expect_error(const std::function<void()>& body, const std::string& needle) {
+void expect_error(const std::function<void()>& body, const std::string& needle) {
   try {
     body();
     ADD_FAILURE() << "expected ada::Error containing '" << needle << "', nothing was thrown";
@@ -395,6 +396,33 @@ TEST(MmaCpAsync, ZeroFillForRowsPastTheEnd) {
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> out = d_out.download();
   for (int i = 0; i < 8 * 4; ++i) EXPECT_EQ(out[i], i < 5 * 4 ? in[i] : 0.0f) << i;
+}
+
+// ===========================================================================
+// gemm_mma_tile (cuda/gemm_mma.cu): C = A B^T over several tiles and a K that
+// takes the two-stage pipeline through five slices.
+
+TEST(MmaGemmTile, MatchesTheScalarProduct) {
+  constexpr int M = 48, N = 24, K = 80;
+  const std::vector<float> A = small_values(size_t(M) * K, 8), W = small_values(size_t(N) * K, 9);  // W (N, K)
+  std::vector<float> B(size_t(K) * N);  // B = W^T (K, N) for the reference
+  for (int n = 0; n < N; ++n)
+    for (int k = 0; k < K; ++k) B[size_t(k) * N + n] = W[size_t(n) * K + k];
+  DeviceArray<uint16_t> dA(encode(A, true)), dW(encode(W, true));
+  DeviceArray<float> dC(size_t(M) * N);
+  ada::cuda::gemm_mma_tile(nullptr, dC.get(), reinterpret_cast<const __nv_bfloat16*>(dA.get()),
+                           reinterpret_cast<const __nv_bfloat16*>(dW.get()), M, N, K);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> got = dC.download(), want = matmul(A, B, std::vector<float>(size_t(M) * N, 0.0f), M, N, K);
+  for (int i = 0; i < M * N; ++i) EXPECT_EQ(got[i], want[i]) << "C[" << i / N << "][" << i % N << "]";
+}
+
+TEST(MmaGemmTile, RefusesShapesOffTheTileGrid) {
+  DeviceArray<float> dC(64);
+  DeviceArray<uint16_t> d(64);
+  const auto* p = reinterpret_cast<const __nv_bfloat16*>(d.get());
+  expect_error([&] { ada::cuda::gemm_mma_tile(nullptr, dC.get(), p, p, 16, 8, 8); }, "(got 16 x 8 x 8)");
+  expect_error([&] { ada::cuda::gemm_mma_tile(nullptr, dC.get(), p, p, 8, 8, 16); }, "(got 8 x 8 x 16)");
 }
 
 #if defined(ADA_HOSTRUN)
