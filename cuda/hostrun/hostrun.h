@@ -11,6 +11,10 @@
 //   device.h        __global__/__shared__, threadIdx, barriers, warp
 //                   intrinsics, atomics, math intrinsics
 //   wmma.h          nvcuda::wmma fragments and tile operations
+// and, included by cuda/warp_mma.h rather than here (they emulate that
+// header's PTX, not a CUDA API):
+//   mma.h           mma.sync m16n8k16 and ldmatrix, by the PTX ISA layouts
+//   async_copy.h    cp.async groups: copies land when waited for
 #pragma once
 
 #if defined(__CUDACC__)

@@ -309,3 +309,4 @@ std::vector<std::pair<void*, size_t>> ada::hostrun::device_allocations() {
   for (const auto& a : g_allocs) out.emplace_back(const_cast<char*>(a.first), a.second);
   return out;
 }
+bool ada::hostrun::in_device_memory(const void* p, size_t bytes) { return range_ok(p, bytes, true); }

@@ -139,4 +139,9 @@ namespace ada::hostrun {
 // Every live cudaMalloc allocation as (base, bytes), in address order: the
 // memory the race check snapshots and compares (racecheck.h).
 std::vector<std::pair<void*, size_t>> device_allocations();
+// True when [p, p + bytes) lies inside one live cudaMalloc allocation ("global
+// memory"). The warp-level primitives (mma.h, async_copy.h) use it to refuse
+// global addresses where PTX wants shared memory, and source ranges of
+// cp.async that run outside every allocation.
+bool in_device_memory(const void* p, size_t bytes);
 }  // namespace ada::hostrun

@@ -164,6 +164,8 @@ class Runner {
   int block_barrier(const char* file, int line, int predicate);
   void warp_sync_point(unsigned mask, WarpCall* call);
   unsigned current_lane() const { return current_ & 31u; }
+  unsigned current_thread() const { return current_; }
+  uint64_t block_serial() const { return block_serial_; }
   void* dynamic_shared() { return dyn_; }
   [[noreturn]] void fail_in_kernel(const std::string& msg);  // throws KernelAbort
   [[noreturn]] void abandon_fiber();
@@ -214,6 +216,7 @@ class Runner {
   unsigned char* dyn_ = nullptr;
   size_t dyn_bytes_ = 0;
   uint64_t block_linear_ = 0;
+  uint64_t block_serial_ = 0;  // blocks started since the process began (current_block_serial)
   uint64_t phase_ = 0;  // barrier releases so far in this block
   unsigned cursor_ = 0;  // next position in order_ to look at
   unsigned current_ = 0;
@@ -381,6 +384,7 @@ void Runner::setup_block(uint3 bidx, uint64_t block_linear) {
   cursor_ = 0;
   current_ = 0;
   block_linear_ = block_linear;
+  ++block_serial_;
   error_.clear();
   for (unsigned t = 0; t < n_; ++t)
     order_[t] = run_cfg_.order == Order::Reverse ? n_ - 1 - t : t;
@@ -713,6 +717,8 @@ void warp_sync_point(unsigned mask, WarpCall* call) {
 }
 
 unsigned current_lane() { return kernel_runner("a lane query").current_lane(); }
+unsigned current_thread() { return kernel_runner("a thread query").current_thread(); }
+uint64_t current_block_serial() { return kernel_runner("a block query").block_serial(); }
 void* dynamic_shared() { return kernel_runner("DYNAMIC_SHARED").dynamic_shared(); }
 
 void kernel_fail(const std::string& msg) {

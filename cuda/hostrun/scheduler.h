@@ -125,6 +125,13 @@ void warp_sync_point(unsigned mask, WarpCall* call);
 // Lane (0..31) of the running thread in its warp.
 unsigned current_lane();
 
+// The running thread's linear index in its block (x fastest), and a number
+// that identifies the running block among all blocks of all launches so far
+// (per-thread state kept across calls, such as cp.async groups, is valid only
+// within one block: async_copy.cpp).
+unsigned current_thread();
+uint64_t current_block_serial();
+
 // The dynamic shared memory of the running block (DYNAMIC_SHARED).
 void* dynamic_shared();
 
