@@ -91,11 +91,8 @@ int main(int argc, char** argv) {
     }
     std::printf("task        %d assignments in %d chains, %d queries of 1..%d lookups: %zu tokens per program\n",
                 t.assignments, t.chains, t.queries, t.max_hops(), line);
-    std::string example;  // a fused assignment (above ASCII) shown as [v=x]
-    for (size_t i = 0; i < line; i++) {
-      const std::string text = chain_token_text(val.tokens[i]);
-      example += val.tokens[i] >= 128 ? "[" + text + "]" : text;
-    }
+    std::string example;  // a fused assignment (one token above ASCII) shown as "v=x;"
+    for (size_t i = 0; i < line; i++) example += chain_token_text(val.tokens[i]);
     std::printf("example     %s", example.c_str());
     write_split(out, name, "val", val);
     write_split(out, name, "train", train);

@@ -203,8 +203,11 @@ int main(int argc, char** argv) {
       labels.push_back(spec_label(spec));
     }
     auto known = [&](const std::string& label, const std::string& flag) {
+      std::string all;
+      for (auto& l : labels) all += (all.empty() ? "" : ", ") + l;
       check(std::find(labels.begin(), labels.end(), label) != labels.end(),
-            flag + " names the method '" + label + "', which is not among the studied labels");
+            flag + " names the method '" + label + "', which is not among the studied labels (" + all +
+                "; a spec's label has ':', '=' and '/' replaced by '_')");
     };
     if (pairs_flag.empty()) {
       for (size_t i = 1; i < labels.size(); i++) res.pairs.push_back({labels[i], labels[0]});

@@ -36,10 +36,10 @@ std::string chain_token_text(int32_t id) {
   if (id >= 'A' && id < 'A' + kFusedMaxLetters) return std::string{'?', char(id - 'A' + 'a'), '='};  // a fused query
   if (id >= 0 && id < 128) return std::string(1, char(id));
   if (id >= kFusedRoot && id < kFusedLink)
-    return std::string{char('a' + (id - kFusedRoot) / 10), '=', char('0' + (id - kFusedRoot) % 10)};
+    return std::string{char('a' + (id - kFusedRoot) / 10), '=', char('0' + (id - kFusedRoot) % 10), ';'};
   if (id >= kFusedLink && id < kFusedLink + kFusedMaxLetters * kFusedMaxLetters)  // 'v=u' 
     return std::string{char('a' + (id - kFusedLink) / kFusedMaxLetters), '=',
-                       char('a' + (id - kFusedLink) % kFusedMaxLetters)};
+                       char('a' + (id - kFusedLink) % kFusedMaxLetters), ';'};
   return "";
 }
 

@@ -69,8 +69,9 @@ struct ChainTaskOptions {
   std::vector<std::string> class_names() const;
 };
 
-// A token of any grammar as text: a fused assignment as "v=d" or "v=u", a
-// fused query as "?v=", other ASCII as itself. For display (make_task's example,
+// A token of any grammar as text: a fused assignment as "v=d;" or "v=u;", a
+// fused query as "?v=", other ASCII as itself, so a fused line reads like
+// the equals grammar's. For display (make_task's example,
 // study's passage); other bytes give "".
 std::string chain_token_text(int32_t id);
 // True when a data set's class names are this task's (format, name, value,
