@@ -9,7 +9,8 @@
 #   test_gpu     every kernel against its CPU twin, whole steps of every method
 #   sanitizer    compute-sanitizer memcheck, racecheck and synccheck on a
 #                subset of test_gpu (skipped when compute-sanitizer is absent)
-#   determinism  two identical 20-step train_gpu runs: is the checkpoint the
+#   determinism  two identical 20-step train_gpu runs, without and with
+#                --deterministic (which must agree): is the checkpoint the
 #                same bit for bit? (a measurement: atomics may make it differ)
 #   bench_gpu    kernels against cuBLAS, whole steps on the 70m shapes (MFU)
 #   train_<m>    30 steps of train_gpu --method <m> at the 70m config, for
@@ -199,19 +200,25 @@ done
 why=$(need "$BUILD/bin/train_gpu" data)
 if [ -n "$why" ]; then not_run determinism "$why"
 else
-  det() {  # two runs, then compare their final checkpoints byte for byte
-    rm -rf "$BUILD/runs/det_a" "$BUILD/runs/det_b"
-    for r in a b; do
-      "$BUILD/bin/train_gpu" --method adaponder --steps 20 --log-every 10 --eval-every 0 --eval-batches 1 \
-        --data "$DATA" --out "$BUILD/runs/det_$r" || return 2
+  det() {  # two runs per mode, then compare their final checkpoints byte for byte
+    local mode flag fa fb res="" rc=0
+    for mode in default deterministic; do
+      flag=""; [ "$mode" = deterministic ] && flag=--deterministic
+      rm -rf "$BUILD/runs/det_a" "$BUILD/runs/det_b"
+      for r in a b; do
+        "$BUILD/bin/train_gpu" --method adaponder --steps 20 --log-every 10 --eval-every 0 --eval-batches 1 $flag \
+          --data "$DATA" --out "$BUILD/runs/det_$r" || return 2
+      done
+      fa=$(find "$BUILD/runs/det_a" -name model.safetensors | sort | tail -n 1)
+      fb=$(find "$BUILD/runs/det_b" -name model.safetensors | sort | tail -n 1)
+      [ -n "$fa" ] && [ -n "$fb" ] || { echo "no checkpoint written"; return 2; }
+      if cmp -s "$fa" "$fb"; then echo "determinism ($mode): the two runs' checkpoints are identical"; res="$res$mode identical, "
+      elif [ "$mode" = default ]; then echo "determinism (default): the two runs' checkpoints differ (float atomics in the embedding and gate-bias backward)"; res="$res$mode differs, "
+      else echo "determinism (--deterministic): the two runs' checkpoints DIFFER: a bug"; res="$res$mode differs, "; rc=1
+      fi
     done
-    local fa fb
-    fa=$(find "$BUILD/runs/det_a" -name model.safetensors | sort | tail -n 1)
-    fb=$(find "$BUILD/runs/det_b" -name model.safetensors | sort | tail -n 1)
-    [ -n "$fa" ] && [ -n "$fb" ] || { echo "no checkpoint written"; return 2; }
-    if cmp -s "$fa" "$fb"; then echo "determinism: the two runs' checkpoints are identical"; echo identical > "$LOGS/determinism.result"
-    else echo "determinism: the two runs' checkpoints differ (float atomics in the embedding and gate-bias backward)"; echo differs > "$LOGS/determinism.result"
-    fi
+    echo "${res%, }" > "$LOGS/determinism.result"
+    return $rc
   }
   stage determinism 120 det
   res=$(cat "$LOGS/determinism.result" 2>/dev/null || echo unknown)
