@@ -283,6 +283,14 @@ class Trainer {
       std::printf("done: %lld steps, %s tokens, %.1f s, final val loss %.4f (%s, %s/loss.svg)\n", res.steps,
                   format_count(res.tokens).c_str(), res.seconds, res.final_val_loss, metrics_.path().c_str(),
                   o_.out.c_str());
+    if (verbose) {
+      // What the run held in the backend's memory (device memory for
+      // train_gpu): the state (parameters, gradients, AdamW m and v) and the
+      // activations' arena at its peak (used, and reserved in blocks).
+      const double mib = 1024.0 * 1024.0, state = 4.0 * model_->layout.total() * sizeof(*model_->params.data());
+      std::printf("memory  %.1f MiB parameters, gradients and AdamW state; activations peak %.1f MiB used, %.1f MiB reserved\n",
+                  state / mib, model_->arena.peak_used() / mib, model_->arena.peak_capacity() / mib);
+    }
     return res;
   }
 
