@@ -51,7 +51,7 @@ void RaceCheck::snapshot(const std::vector<std::pair<void*, size_t>>& scratch) {
 void RaceCheck::keep_first_and_restore() {
   for (Region& r : regions_) {
     if (r.compared) r.first.assign(r.base, r.base + r.bytes);
-    std::memcpy(r.base, r.before.data(), r.bytes);
+    if (r.bytes) std::memcpy(r.base, r.before.data(), r.bytes);  // an empty region has no data() to copy from
   }
 }
 
