@@ -16,12 +16,15 @@
 #include <vector>
 
 #include "compat.h"
+#include "cuda_test_array.h"
 #include "launch.h"
 // The file `make cuda-check` compiles with nvcc; here the host compiler builds
 // the same source and its self-check runs under the runner.
 #include "smoke.cu"
 
 namespace {
+
+using ada::test::DeviceArray;
 
 using ada::hostrun::Config;
 using ada::hostrun::Order;
@@ -36,29 +39,6 @@ Config with_order(Order order) {
   return c;
 }
 
-// A cudaMalloc'd array with host-side upload/download.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(size_t n) : n_(n) { CUDA_CHECK(cudaMalloc(&p_, n * sizeof(T))); }
-  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) { upload(host); }
-  ~DeviceArray() { cudaFree(p_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* get() const { return p_; }
-  void upload(const std::vector<T>& host) {
-    CUDA_CHECK(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  std::vector<T> download() const {
-    std::vector<T> host(n_);
-    CUDA_CHECK(cudaMemcpy(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  T* p_ = nullptr;
-  size_t n_;
-};
 
 // Runs `body` and checks that it throws ada::Error whose message contains `needle`.
 void expect_error(const std::function<void()>& body, const std::string& needle) {

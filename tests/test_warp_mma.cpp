@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "compat.h"
+#include "cuda_test_array.h"
 #include "gemm_mma.h"
 #include "launch.h"
 #include "warp_mma.h"
@@ -28,30 +29,8 @@
 namespace {
 
 using ada::cuda::pack_b16x2;
+using ada::test::DeviceArray;
 
-// A cudaMalloc'd array with host-side upload/download.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(size_t n) : n_(n) { CUDA_CHECK(cudaMalloc(&p_, n * sizeof(T))); }
-  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) { upload(host); }
-  ~DeviceArray() { cudaFree(p_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* get() const { return p_; }
-  void upload(const std::vector<T>& host) {
-    CUDA_CHECK(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  std::vector<T> download() const {
-    std::vector<T> host(n_);
-    CUDA_CHECK(cudaMemcpy(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  T* p_ = nullptr;
-  size_t n_;
-};
 
 float bits_to_float(uint32_t u) {
   float f;
