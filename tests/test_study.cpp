@@ -229,6 +229,38 @@ TEST(StudyProgram, RejectsBadFlags) {
   EXPECT_FALSE(exists(dir + "/s/runs/standard_s1337")) << "nothing trained";
 }
 
+// init-from=@LABEL post-trains from LABEL's run of the same seed (TaH2's
+// regime: pretrain standard, post-train tah), and that run's training counts
+// in the post-trained run's tokens and FLOPs.
+TEST(StudyProgram, PostTrainsFromTheSameSeedsRunOfAnEarlierMethod) {
+  const std::string study = program("study");
+  if (study.empty()) GTEST_SKIP() << "set ADA_BIN_DIR to the folder of the built programs to run them";
+  const std::string dir = scratch_dir("study_init_from"), text = small_text(dir);
+  const std::string base = study + " --quick --data " + text + " --val-fraction 0.1 --steps 6 --seeds 1337,1338 --out " +
+                           dir + "/s --methods standard,";
+  ProgramResult r = run_program(base + "tah:init-from=@standard", dir);
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  for (const char* seed : {"1337", "1338"})
+    EXPECT_NE(r.out.find("backbone initialised from " + dir + "/s/runs/standard_s" + seed + "/ckpt_6 (method standard"),
+              std::string::npos)
+        << seed << "\n" << r.out;
+  const Json j = parse_json(read_bytes(dir + "/s/results.json"), "results.json");
+  const auto& methods = j.find("methods")->items;
+  ASSERT_EQ(methods.size(), 2u);
+  EXPECT_EQ(methods[1].find("label")->text, "tah_init-from_@standard");
+  for (size_t s = 0; s < 2; s++) {
+    const Json& pre = methods[0].find("runs")->items.at(s);
+    const Json& post = methods[1].find("runs")->items.at(s);
+    EXPECT_EQ(post.find("train_tokens")->number, 2 * pre.find("train_tokens")->number);
+    EXPECT_GT(post.find("train_flops")->number, pre.find("train_flops")->number);
+  }
+  // the label must be trained before it, and exist
+  expect_program_error(run_program(base + "tah:init-from=@ponder", dir),
+                       "init-from=@ponder needs the method labelled 'ponder' earlier in --methods");
+  expect_program_error(run_program(study + " --quick --data " + text + " --out " + dir + "/t --methods tah:init-from=@standard,standard", dir),
+                       "init-from=@standard needs the method labelled 'standard' earlier in --methods");
+}
+
 // A run stopped part way (its latest checkpoint before --steps) is resumed,
 // to the same weights as the uninterrupted run.
 TEST(StudyProgram, ResumesARunStoppedPartWay) {

@@ -220,6 +220,15 @@ int main(int argc, char** argv) {
       }
     }
     for (const Knob& k : knobs) known(k.label, "--knob");
+    for (size_t i = 0; i < specs.size(); i++) {  // init-from=@LABEL names a method trained before it
+      const size_t at = specs[i].find("init-from=@");
+      if (at == std::string::npos) continue;
+      const std::vector<std::string> rest = split_list(specs[i].substr(at + 11), ':');
+      const std::string from = rest.empty() ? "" : rest[0];
+      check(std::find(labels.begin(), labels.begin() + i, from) != labels.begin() + i,
+            "method spec '" + specs[i] + "': init-from=@" + from + " needs the method labelled '" + from +
+                "' earlier in --methods");
+    }
 
     std::vector<TrainOptions> method_opts;  // per method, first seed's (for the knobs)
     std::map<long long, double> learned_passes;     // per seed: the last learned adaponder's, for policy-passes=auto
@@ -231,13 +240,24 @@ int main(int argc, char** argv) {
         TrainOptions o = options_for_spec(base, spec, learned_passes[seed], learned_hist[seed]);
         o.seed = seed;
         o.out = dir + "/runs/" + m.label + "_s" + std::to_string(seed);
+        // init-from=@LABEL: post-train from LABEL's finished run of the same
+        // seed (TaH2's regime); that run's training is added to this run's.
+        const StudyRun* pre = nullptr;
+        if (!o.init_from.empty() && o.init_from[0] == '@') {
+          const std::string from = o.init_from.substr(1);
+          for (const StudyMethod& done : res.methods)
+            if (done.label == from) pre = &done.runs[m.runs.size()];  // runs are in seed order
+          check(pre != nullptr, "method spec '" + spec + "': init-from=@" + from +
+                                    " needs the method labelled '" + from + "' earlier in --methods");
+          o.init_from = pre->dir;
+        }
         m.method = o.method;
         if (method_opts.size() < res.methods.size() + 1) method_opts.push_back(o);
         std::printf("\n=== %s, seed %lld ===\n", spec.c_str(), seed);
         const RunProgress prog = run_progress(o.out);
         check(prog.step <= o.steps, o.out + " holds a run at step " + std::to_string(prog.step) + ", past --steps " +
                                         std::to_string(o.steps) + " (another study's folder?)");
-        if (prog.step > 0 && prog.step < o.steps) o.resume = prog.ckpt;
+        if (prog.step > 0 && prog.step < o.steps) o.resume = prog.ckpt, o.init_from.clear();  // resume wins
         Bk be;
         CpuTrainer tr(be, o);
         if (prog.step == o.steps) {
@@ -253,6 +273,7 @@ int main(int argc, char** argv) {
         StudyRun run;
         run.seed = seed, run.dir = o.out;
         run.train_flops = st.flops, run.train_seconds = st.seconds, run.train_tokens = st.tokens;
+        if (pre) run.train_flops += pre->train_flops, run.train_seconds += pre->train_seconds, run.train_tokens += pre->train_tokens;
         const EvalReport e = evaluate_model(tr.model(), tr.method(), *data.val, tok.get(), o.batch, o.seq, 0);
         fill_from_eval(run, e);
         if (res.methods.empty() && m.runs.empty()) res.classes = e.class_names;
