@@ -43,6 +43,7 @@ struct LatentCotOptions {
   double beta = 1.0;       // sharpness of the correctness weight
   int router_hidden = 0;   // 0: D/4
   double router_bias = 2.2;  // g ~ 0.9 at the start
+  long long warmup = -1;     // steps with lambda = 0 at the start of training (-1: half of the run)
 };
 
 constexpr int kLatentMaxSteps = kHaltingMaxSteps;
@@ -85,7 +86,7 @@ template <class Bk>
 class LatentCotMethod : public Method<Bk> {
  public:
   using T = typename Bk::Real;
-  explicit LatentCotMethod(const LatentCotOptions& o) : o_(o) {
+  explicit LatentCotMethod(const LatentCotOptions& o) : o_(o), lambda_now_(o.lambda) {
     check(o.K >= 1 && o.K < kLatentMaxSteps, "--latent-steps must be in [1, " + std::to_string(kLatentMaxSteps - 1) + "]");
     check(o.tau >= 0 && o.tau < 1, "--reach-tau must be in [0, 1)");
     check(o.lambda >= 0 && o.beta > 0, "--latent-lambda must be >= 0 and --latent-beta > 0");
@@ -95,6 +96,18 @@ class LatentCotMethod : public Method<Bk> {
   // z^0 = sqrt(2.5 D) E[x], PonderLM-2's input scale
   double default_embed_scale(const ModelConfig& c) const override { return std::sqrt(2.5 * c.dim); }
   const LatentCotOptions& options() const { return o_; }
+
+  // Halting-loss warm-up: for the first `warmup` steps L_ada is off (lambda =
+  // 0) and the router learns only from the mixture loss, i.e. where a later
+  // step predicts better. Without it the router stops every token after step
+  // 0 before the latent steps have learned anything (the solved easy tokens'
+  // L_ada drives the shared router down), and a pruned step never comes back
+  // (docs/methods/latent_cot.md, "Halting-loss warm-up").
+  void set_step(long long step, long long total) override {
+    const long long warm = o_.warmup >= 0 ? o_.warmup : total / 2;
+    lambda_now_ = step < warm ? 0.0 : o_.lambda;
+  }
+  double lambda_now() const { return lambda_now_; }
 
   int router_hidden(const ModelConfig& c) const { return o_.router_hidden > 0 ? o_.router_hidden : std::max(1, c.dim / 4); }
   void add_params(ParamLayout& lay, const ModelConfig& c) override {
@@ -198,7 +211,7 @@ class LatentCotMethod : public Method<Bk> {
       m.be.to_device(f, frozen_sg_.data(), frozen_sg_.size());
       sg_logp = f;
     }
-    m.be.for_each(N_, LatentCotToken<T>{N_, K, d_kstar_, d_sup_, logp_all_, sg_logp, g_all_, T(o_.lambda), T(o_.beta),
+    m.be.for_each(N_, LatentCotToken<T>{N_, K, d_kstar_, d_sup_, logp_all_, sg_logp, g_all_, T(lambda_now_), T(o_.beta),
                                         T(supervised_ ? 1.0 / supervised_ : 0.0), loss_lm_, loss_ada_, g_logp_all_,
                                         g_g_all_});
   }
@@ -245,7 +258,7 @@ class LatentCotMethod : public Method<Bk> {
     StepStats s;
     const double lm = m.be.sum(loss_lm_, N_), ada = m.be.sum(loss_ada_, N_);
     s.ce = supervised_ ? lm / supervised_ : 0;
-    s.loss = supervised_ ? (lm + o_.lambda * ada) / supervised_ : 0;
+    s.loss = supervised_ ? (lm + lambda_now_ * ada) / supervised_ : 0;
     s.tokens = supervised_;
     s.fwd_flops = m.flops.fwd;
     s.train_flops = 3 * m.flops.fwd;
@@ -254,7 +267,7 @@ class LatentCotMethod : public Method<Bk> {
     double steps = 0;
     std::vector<double> hist(o_.K + 1, 0.0);
     for (int k : kstar_) steps += k + 1, hist[k] += 1.0 / N_;
-    s.halting = {{"passes", steps / N_}, {"l_ada", supervised_ ? ada / supervised_ : 0}};
+    s.halting = {{"passes", steps / N_}, {"l_ada", supervised_ ? ada / supervised_ : 0}, {"lambda", lambda_now_}};
     for (int k = 0; k <= o_.K; k++) s.halting.push_back({"exit_" + std::to_string(k + 1), hist[k]});
     return s;
   }
@@ -299,7 +312,7 @@ class LatentCotMethod : public Method<Bk> {
   const std::vector<int>& last_step() const { return kstar_; }
   const std::vector<double>& reach_seen() const { return reach_seen_; }
   void set_tau(double tau) { o_.tau = tau; }
-  void set_lambda(double lambda) { o_.lambda = lambda; }
+  void set_lambda(double lambda) { o_.lambda = lambda_now_ = lambda; }
   // Test hook: L_ada multiplies by sg(p^k[y])^beta, which the analytic gradient
   // holds constant but finite differences of the loss would move. While frozen,
   // the values inside sg() are those of the first forward after
@@ -342,6 +355,7 @@ class LatentCotMethod : public Method<Bk> {
   }
 
   LatentCotOptions o_;
+  double lambda_now_;  // lambda, or 0 during the warm-up (set_step)
   int N_ = 0, supervised_ = 0;
   int *ids_ = nullptr, *d_kstar_ = nullptr, *d_sup_ = nullptr;
   KvStore<Bk> kv_;

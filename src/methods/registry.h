@@ -63,6 +63,9 @@ inline void add_method_flags(Flags& f, MethodOptions& o) {
   f.add("--reach-tau", &o.latent.tau, "latent_cot: a cell runs only if its reach probability is >= tau");
   f.add("--latent-lambda", &o.latent.lambda, "latent_cot: weight of the correctness-aware halting loss");
   f.add("--latent-beta", &o.latent.beta, "latent_cot: sharpness beta of that loss");
+  f.add("--latent-warmup-steps", &o.latent.warmup,
+        "latent_cot: first steps with lambda = 0, the router learning from the mixture loss only (-1 = half of --steps)", -1,
+        kMaxSteps);
   f.add("--router-hidden", &o.latent.router_hidden, "latent_cot: router MLP hidden width (0 = D/4)", 0, kMaxHidden);
   f.add("--router-bias", &o.latent.router_bias, "latent_cot: initial router bias (2.2 -> continue 0.9)");
   f.add("--tah-depths", &o.tah.M, "tah: depths M (the block stack runs at most M times per token)", 1, kMaxMethodSteps);
