@@ -266,6 +266,23 @@ TEST(CheckpointMetadata, EveryNumberIsCheckedBeforeTheModelIsBuilt) {
   EXPECT_EQ(load_checkpoint_model(be, bad_dir).model->num_params(), layout.total());
 }
 
+// A method option added after a checkpoint was written reads as the value
+// that reproduces that run's training: latent_cot's warm-up did not exist
+// before 2026-12-02, so a checkpoint without the key ran with none (0), not
+// with today's default (-1, half the run), and a study reusing such a run
+// with `latent-warmup-steps=0` accepts it.
+TEST(CheckpointMetadata, AnOptionTheFileLacksTakesItsValueFromBeforeTheOption) {
+  const ParamLayout layout = test_layout();
+  const std::string out = scratch_dir("meta_before_option");
+  save(out, 10, layout, contents(layout, 1));
+  const std::string good = out + "/ckpt_10/model.safetensors", old = out + "/old.safetensors";
+  EXPECT_EQ(read_model_meta(SafetensorsFile(good, "checkpoint")).method_opts.latent.warmup, -1);
+  rewrite(good, old, "method.latent-warmup-steps", nullptr);
+  EXPECT_EQ(read_model_meta(SafetensorsFile(old, "checkpoint")).method_opts.latent.warmup, 0);
+  rewrite(good, old, "method.latent-warmup-steps", "250");
+  EXPECT_EQ(read_model_meta(SafetensorsFile(old, "checkpoint")).method_opts.latent.warmup, 250);
+}
+
 // The tensors against the model the metadata describes: names, shapes,
 // dtypes and byte sizes, each a clear error before the model is allocated.
 TEST(CheckpointMetadata, TensorsMustMatchTheDescribedModel) {

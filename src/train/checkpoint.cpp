@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <system_error>
 
 #include "train/atomic_file.h"
@@ -226,10 +227,20 @@ ModelMeta read_model_meta(const SafetensorsFile& f) {
   for (auto& n : method_names()) known |= n == m.method;
   check(known, "checkpoint " + f.path() + " was trained with method '" + m.method + "', which this program does not know");
   // Method options: every option this program knows that the file records.
+  // An option the file lacks was added after it was written: it takes the
+  // value that reproduces how that run was trained, which is the option's
+  // default unless kBeforeTheOption says otherwise.
+  static const std::map<std::string, std::string> kBeforeTheOption = {
+      {"latent-warmup-steps", "0"},  // latent_cot had no halting-loss warm-up before 2026-12-02
+  };
   std::vector<std::string> args = {"checkpoint"};
   for (auto& kv : method_option_values(m.method_opts)) {
     auto it = f.metadata().find("method." + kv.first);
-    if (it != f.metadata().end()) args.push_back("--" + kv.first + "=" + it->second);
+    auto before = kBeforeTheOption.find(kv.first);
+    if (it != f.metadata().end())
+      args.push_back("--" + kv.first + "=" + it->second);
+    else if (before != kBeforeTheOption.end())
+      args.push_back("--" + kv.first + "=" + before->second);
   }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
