@@ -475,8 +475,7 @@ TEST(Checkpoint, ForgedTensorsAreRejected) {
   const std::string dir = scratch_dir("ck_forged");
   Cpu be;
   ModelMeta meta = toy_meta("standard", 1);
-  meta.method_opts = MethodOptions();  // the forged files record no method options: the defaults,
-  meta.method_opts.latent.warmup = 0;  // or the value from before the option (checkpoint.cpp, kBeforeTheOption)
+  meta.method_opts = MethodOptions();  // the forged files record no method options: the defaults
   Built a = build(be, meta, 2);
   // Same metadata, different tensors: write model files by hand.
   auto forge = [&](const std::string& drop, const std::string& reshape, const std::string& extra) {

@@ -275,12 +275,19 @@ TEST(CheckpointMetadata, AnOptionTheFileLacksTakesItsValueFromBeforeTheOption) {
   const ParamLayout layout = test_layout();
   const std::string out = scratch_dir("meta_before_option");
   save(out, 10, layout, contents(layout, 1));
-  const std::string good = out + "/ckpt_10/model.safetensors", old = out + "/old.safetensors";
-  EXPECT_EQ(read_model_meta(SafetensorsFile(good, "checkpoint")).method_opts.latent.warmup, -1);
+  const std::string good = out + "/ckpt_10/model.safetensors", latent = out + "/latent.safetensors",
+                    old = out + "/old.safetensors";
+  auto warmup = [](const std::string& file) { return read_model_meta(SafetensorsFile(file, "checkpoint")).method_opts.latent.warmup; };
+  rewrite(good, latent, "method", "latent_cot");  // metadata only: read_model_meta does not look at the tensors
+  EXPECT_EQ(warmup(latent), -1);
+  rewrite(latent, old, "method.latent-warmup-steps", nullptr);
+  EXPECT_EQ(warmup(old), 0);
+  rewrite(latent, old, "method.latent-warmup-steps", "250");
+  EXPECT_EQ(warmup(old), 250);
+  // another method's old checkpoint: the option is not its own, it keeps today's default
   rewrite(good, old, "method.latent-warmup-steps", nullptr);
-  EXPECT_EQ(read_model_meta(SafetensorsFile(old, "checkpoint")).method_opts.latent.warmup, 0);
-  rewrite(good, old, "method.latent-warmup-steps", "250");
-  EXPECT_EQ(read_model_meta(SafetensorsFile(old, "checkpoint")).method_opts.latent.warmup, 250);
+  EXPECT_EQ(read_model_meta(SafetensorsFile(good, "checkpoint")).method, "standard");
+  EXPECT_EQ(warmup(old), -1);
 }
 
 // The tensors against the model the metadata describes: names, shapes,

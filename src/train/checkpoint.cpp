@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <system_error>
 
 #include "train/atomic_file.h"
@@ -229,18 +228,23 @@ ModelMeta read_model_meta(const SafetensorsFile& f) {
   // Method options: every option this program knows that the file records.
   // An option the file lacks was added after it was written: it takes the
   // value that reproduces how that run was trained, which is the option's
-  // default unless kBeforeTheOption says otherwise.
-  static const std::map<std::string, std::string> kBeforeTheOption = {
-      {"latent-warmup-steps", "0"},  // latent_cot had no halting-loss warm-up before 2026-12-02
+  // default unless kBeforeTheOption gives another for the file's method (an
+  // option of another method keeps its default, as today's runs record it).
+  struct Before {
+    const char *option, *method, *value;
+  };
+  static const Before kBeforeTheOption[] = {
+      {"latent-warmup-steps", "latent_cot", "0"},  // no halting-loss warm-up before 2026-12-02
   };
   std::vector<std::string> args = {"checkpoint"};
   for (auto& kv : method_option_values(m.method_opts)) {
     auto it = f.metadata().find("method." + kv.first);
-    auto before = kBeforeTheOption.find(kv.first);
-    if (it != f.metadata().end())
+    if (it != f.metadata().end()) {
       args.push_back("--" + kv.first + "=" + it->second);
-    else if (before != kBeforeTheOption.end())
-      args.push_back("--" + kv.first + "=" + before->second);
+      continue;
+    }
+    for (const Before& b : kBeforeTheOption)
+      if (kv.first == b.option && m.method == b.method) args.push_back("--" + kv.first + "=" + b.value);
   }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
