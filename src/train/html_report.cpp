@@ -589,7 +589,7 @@ td.best{font-weight:700}td.winner{font-weight:700}.sd{color:#777;font-size:12px}
 .verdict{padding:1px 7px;border-radius:9px;font-size:12px;font-weight:600}.verdict.win{background:#d4f0d4;color:#14601a}.verdict.level{background:#eee;color:#555}
 .legend{margin:4px 0 8px;font-size:13px}.legend>span{margin-right:14px}
 .pair{display:flex;flex-wrap:wrap;gap:0 36px}.pair>section{flex:1 1 520px;min-width:0}
-.plots{display:flex;flex-wrap:wrap;gap:14px;align-items:flex-start}svg{background:#fff}
+.plots{display:flex;flex-wrap:wrap;gap:14px;align-items:flex-start}svg{background:#fff;max-width:100%;height:auto}
 .passage{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px;line-height:1.25}
 .pline{margin:0 0 9px;padding-bottom:6px;border-bottom:1px dashed #e6e6e6}.prow{display:flex;white-space:pre}
 .plabel{flex:none;width:120px;padding-right:8px;text-align:right;font:11px/1.6 system-ui,sans-serif;color:#555;overflow:hidden;text-overflow:ellipsis}
