@@ -436,6 +436,16 @@ TEST(CudaKernels, AttentionHeadSize128) {
 // head's dx GEMM (K = V, 4 output tiles) takes the automatic split-K path, and
 // its forward (393 column tiles) is more than one wave of blocks on an H100.
 TEST(CudaKernels, SeventyMShapes) {
+#if defined(ADA_HOSTRUN)
+  // Under the runner, race-checked (docs/hostrun.md, Race check): the whole
+  // test would take hours checked block by block (the check copies all live
+  // device memory, here ~200 MB, per block), so 4 blocks of each launch:
+  // the first, the last and two between.
+  ada::hostrun::Config rc = ada::hostrun::config();
+  rc.race_check = true;
+  rc.race_check_blocks = 4;
+  ada::hostrun::ScopedConfig race_checked(rc);
+#endif
   const int rows = 2, D = 512, F = 1408, V = 50304;
   ada::cuda::GemmShape head_dx;
   head_dx.M = rows, head_dx.N = D, head_dx.K = V;

@@ -1031,16 +1031,16 @@ TEST(HostRun, RaceCheckToleratesAtomicOrder) {
   EXPECT_EQ(ada::smoke::self_check(), "");
 }
 
-// The race check on the project's kernels: a representative subset of the
-// kernel tests (most kernel families, small shapes) run again in a child
-// process with ADA_HOSTRUN_RACECHECK=1. The CUDA kernel tests are linked into
-// the same binary; where they are not (a custom build), this is skipped.
+// The race check on the project's kernels: every kernel test (every kernel
+// family, the WMMA GEMMs, top-k and cross-entropy included) run again in a
+// child process with ADA_HOSTRUN_RACECHECK=1, about 11 s on 2 busy cores
+// (EmbeddingBackwardDeterministic, 2500 blocks, is 7 s of it). SeventyMShapes
+// is left out here because it checks itself (a sample of blocks per launch:
+// its ~200 MB of device memory would be copied for every block). The CUDA
+// kernel tests are linked into the same binary; where they are not (a custom
+// build), this is skipped.
 TEST(HostRun, RaceCheckPassesTheKernelTests) {
-  const char* subset =
-      "CudaKernels.Embedding:CudaKernels.RMSNorm:CudaKernels.RoPE:CudaKernels.AttentionCausal:"
-      "CudaKernels.AttentionCompactedQueries:CudaKernels.SwiGLUAndSiLU:CudaKernels.Softmax:CudaKernels.Rows:"
-      "CudaKernels.SumAndSumSquares:CudaKernels.AdamWWithDeviceClipping:CudaKernels.PerTokenMap:"
-      "Precisions/CudaGemm.AllShapesRagged/fp32";  // (the WMMA paths take 15 s each checked)
+  const char* subset = "CudaKernels.*:Precisions/CudaGemm.*:-CudaKernels.SeventyMShapes";
   // (/proc/self/exe read here: inside popen's shell it would name the shell)
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const std::string list = "'" + self + "' --gtest_list_tests --gtest_filter='" + std::string(subset) + "'";
