@@ -8,8 +8,16 @@
 // same shape and precision (SGEMM for fp32; GemmEx with bf16 inputs, or with
 // TF32 compute, for the tensor-core paths); then whole training steps of
 // `standard` and `adaponder` (forward + backward + AdamW): tokens/s and MFU
-// against the dense bf16 peak (989 TFLOP/s for an H100/H200 SXM; --peak).
+// against the dense bf16 peak (989 TFLOP/s for an H100/H200 SXM; --peak),
+// and the device memory a step held (state, activations' arena peak).
 // cuBLAS is linked here only, as the yardstick.
+//
+// Every GEMM it times is also checked: our output against cuBLAS's on the
+// same inputs, max |ours - cuBLAS| / max |cuBLAS| (column "rel err"), with
+// the kernel tests' tolerance for the precision (agreement.h: 1e-5 fp32,
+// 5e-3 tf32, 2e-2 bf16). A line over it ends in FAIL, and bench_gpu then
+// exits with status 1 after everything else has run, its last line naming
+// the failed shapes (gpu_check.sh shows a failed stage's last lines).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -19,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "agreement.h"
 #include "core/rng.h"
 #include "cuda_backend.h"
 #include "open_gpu.h"
@@ -123,7 +132,20 @@ void cublas_gemm(cublasHandle_t h, GemmPrecision p, const cuda::GemmShape& g, co
   }
 }
 
-void bench_gemms(CudaBackend& be, int N, int D, int F, int V, int reps, const std::string& precisions) {
+// Our output C against cuBLAS's Cref (M rows of ldc floats): the relative
+// error and the verdict for precision p (agreement.h).
+cuda::Agreement compare_with_cublas(CudaBackend& be, GemmPrecision p, const cuda::GemmShape& g, const float* C,
+                                    const float* Cref, float* maxima, void* work) {
+  const size_t n = (size_t)g.M * g.ldc;
+  cuda::max_abs_diff(be.stream, maxima, C, Cref, n, work);
+  float h[2];
+  be.to_host(h, maxima, 2);
+  return cuda::agreement(h[0], h[1], cuda::gemm_tolerance(p));
+}
+
+// Returns the GEMMs whose output disagreed with cuBLAS's ("bf16 head y=xW^T").
+std::vector<std::string> bench_gemms(CudaBackend& be, int N, int D, int F, int V, int reps,
+                                     const std::string& precisions) {
   const std::vector<GemmCase> cases = gemm_cases(N, D, F, V);
   size_t na = 0, nb = 0, nc = 0, nw = 0;
   for (auto& c : cases) {
@@ -133,7 +155,8 @@ void bench_gemms(CudaBackend& be, int N, int D, int F, int V, int reps, const st
     for (GemmPrecision p : {GemmPrecision::Fp32, GemmPrecision::Tf32, GemmPrecision::Bf16})
       nw = std::max(nw, cuda::gemm_work_bytes(c.g, cuda::gemm_auto_splits(p, c.g)) / sizeof(float));
   }
-  Buffer A(na), B(nb), C(nc), work(nw);
+  nw = std::max(nw, cuda::max_abs_diff_work_bytes(nc) / sizeof(float) + 1);
+  Buffer A(na), B(nb), C(nc), Cref(nc), work(nw), maxima(2);
   __nv_bfloat16 *A16 = nullptr, *B16 = nullptr;
   CUDA_CHECK(cudaMalloc(&A16, na * sizeof(__nv_bfloat16)));
   CUDA_CHECK(cudaMalloc(&B16, nb * sizeof(__nv_bfloat16)));
@@ -146,9 +169,13 @@ void bench_gemms(CudaBackend& be, int N, int D, int F, int V, int reps, const st
   CUBLAS_CHECK(cublasSetStream(h, be.stream));
 
   std::printf("\nGEMM (N = %d rows: D = %d, F = %d, V = %d); TFLOP/s = 2 M N K / time\n", N, D, F, V);
-  std::printf("%-5s %-18s %6s %6s %6s %4s %9s %9s %9s %9s %7s\n", "prec", "shape", "M", "N", "K", "spl", "ms",
-              "TFLOP/s",
-              "cuBLAS ms", "cuBLAS TF", "ratio");
+  std::printf("  rel err = max |ours - cuBLAS| / max |cuBLAS|; FAIL over the tests' tolerance (fp32 %.0e, tf32 %.0e, "
+              "bf16 %.0e)\n",
+              cuda::gemm_tolerance(GemmPrecision::Fp32), cuda::gemm_tolerance(GemmPrecision::Tf32),
+              cuda::gemm_tolerance(GemmPrecision::Bf16));
+  std::printf("%-5s %-18s %6s %6s %6s %4s %9s %9s %9s %9s %7s %9s\n", "prec", "shape", "M", "N", "K", "spl", "ms",
+              "TFLOP/s", "cuBLAS ms", "cuBLAS TF", "ratio", "rel err");
+  std::vector<std::string> failed;
   for (GemmPrecision p : {GemmPrecision::Fp32, GemmPrecision::Tf32, GemmPrecision::Bf16}) {
     if (precisions.find(cuda::gemm_precision_name(p)) == std::string::npos) continue;
     double ours_total = 0, ref_total = 0;
@@ -158,10 +185,14 @@ void bench_gemms(CudaBackend& be, int N, int D, int F, int V, int reps, const st
       const double ms = time_ms(be, [&] { cuda::gemm(be.stream, p, c.g, A.p, B.p, C.p, false, work.p, splits); }, reps);
       const void* a = p == GemmPrecision::Bf16 ? (const void*)A16 : (const void*)A.p;
       const void* b = p == GemmPrecision::Bf16 ? (const void*)B16 : (const void*)B.p;
-      const double ref = time_ms(be, [&] { cublas_gemm(h, p, c.g, a, b, C.p); }, reps);
+      const double ref = time_ms(be, [&] { cublas_gemm(h, p, c.g, a, b, Cref.p); }, reps);
       ours_total += ms, ref_total += ref;
-      std::printf("%-5s %-18s %6d %6d %6d %4d %9.3f %9.1f %9.3f %9.1f %6.2fx\n", cuda::gemm_precision_name(p),
-                  c.name.c_str(), c.g.M, c.g.N, c.g.K, splits, ms, flop / ms / 1e9, ref, flop / ref / 1e9, ref / ms);
+      const cuda::Agreement ag = compare_with_cublas(be, p, c.g, C.p, Cref.p, maxima.p, work.p);
+      if (!ag.ok) failed.push_back(std::string(cuda::gemm_precision_name(p)) + " " + c.name);
+      std::printf("%-5s %-18s %6d %6d %6d %4d %9.3f %9.1f %9.3f %9.1f %6.2fx %9.2e%s\n", cuda::gemm_precision_name(p),
+                  c.name.c_str(), c.g.M, c.g.N, c.g.K, splits, ms, flop / ms / 1e9, ref, flop / ref / 1e9, ref / ms,
+                  ag.rel_err, ag.ok ? "" : " FAIL");
+      std::fflush(stdout);
     }
     std::printf("%-5s %-18s %35.3f %9s %9.3f %9s %6.2fx   (all shapes)\n", cuda::gemm_precision_name(p), "total",
                 ours_total, "", ref_total, "", ref_total / ours_total);
@@ -169,6 +200,7 @@ void bench_gemms(CudaBackend& be, int N, int D, int F, int V, int reps, const st
   cublasDestroy(h);
   CUDA_CHECK(cudaFree(A16));
   CUDA_CHECK(cudaFree(B16));
+  return failed;
 }
 
 // ---- the other kernels ------------------------------------------------------------
@@ -284,7 +316,10 @@ void bench_kernels(CudaBackend& be, int B, int T, const ModelConfig& c, size_t n
 void bench_steps(CudaBackend& be, const std::string& methods, int B, int T, int steps, double peak) {
   std::printf("\nwhole training steps (70m, B = %d, T = %d, forward + backward + AdamW; MFU vs %.0f TFLOP/s)\n", B, T,
               peak);
-  std::printf("%-10s %-5s %10s %10s %9s %7s %8s\n", "method", "gemm", "ms/step", "tok/s", "TFLOP/s", "MFU", "passes");
+  std::printf("  memory (MiB): state = parameters, gradients, AdamW m and v; act = the activations' arena at its peak, used\n"
+              "  and reserved (as train_gpu's end-of-run memory line); device = cudaMemGetInfo's used memory after the steps\n");
+  std::printf("%-10s %-5s %10s %10s %9s %7s %8s %8s %8s %8s %8s\n", "method", "gemm", "ms/step", "tok/s", "TFLOP/s", "MFU",
+              "passes", "state", "act", "act resv", "device");
   size_t start = 0;
   while (start <= methods.size()) {
     size_t end = methods.find(',', start);
@@ -328,8 +363,13 @@ void bench_steps(CudaBackend& be, const std::string& methods, int B, int T, int 
       }
     }
     const double tok_s = (double)B * T * steps / secs, tflops = flops / secs / 1e12;
-    std::printf("%-10s %-5s %10.1f %10.0f %9.1f %6.1f%% %8.2f\n", name.c_str(), cuda::gemm_precision_name(be.gemm()),
-                secs / steps * 1e3, tok_s, tflops, 100 * tflops / peak, passes / steps);
+    const double mib = 1024.0 * 1024.0, state = 4.0 * n * sizeof(float);
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    std::printf("%-10s %-5s %10.1f %10.0f %9.1f %6.1f%% %8.2f %8.1f %8.1f %8.1f %8.0f\n", name.c_str(),
+                cuda::gemm_precision_name(be.gemm()), secs / steps * 1e3, tok_s, tflops, 100 * tflops / peak,
+                passes / steps, state / mib, model->arena.peak_used() / mib, model->arena.peak_capacity() / mib,
+                (double)(total_b - free_b) / mib);
     std::fflush(stdout);
   }
 }
@@ -360,9 +400,19 @@ int main(int argc, char** argv) {
                 prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, driver, runtime);
     const ModelConfig c = preset_config("70m");
     CudaBackend be;
-    if (parts.find("gemm") != std::string::npos) bench_gemms(be, batch * seq, c.dim, c.hidden, c.vocab, reps, gemms);
+    std::vector<std::string> failed;
+    if (parts.find("gemm") != std::string::npos)
+      failed = bench_gemms(be, batch * seq, c.dim, c.hidden, c.vocab, reps, gemms);
     if (parts.find("kernels") != std::string::npos) bench_kernels(be, batch, seq, c, (size_t)c.num_params(), reps);
     if (parts.find("steps") != std::string::npos) bench_steps(be, methods, batch, seq, steps, peak);
+    if (!failed.empty()) {  // last, so that it is what gpu_check.sh quotes
+      std::string list;
+      for (const auto& f : failed) list += (list.empty() ? "" : ", ") + f;
+      std::fflush(stdout);
+      std::fprintf(stderr, "error: %zu GEMM(s) disagree with cuBLAS beyond the tolerance: %s\n", failed.size(),
+                   list.c_str());
+      return 1;
+    }
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

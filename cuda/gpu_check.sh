@@ -12,7 +12,8 @@
 #   determinism  two identical 20-step train_gpu runs, without and with
 #                --deterministic (which must agree): is the checkpoint the
 #                same bit for bit? (a measurement: atomics may make it differ)
-#   bench_gpu    kernels against cuBLAS, whole steps on the 70m shapes (MFU)
+#   bench_gpu    kernels against cuBLAS, whole steps on the 70m shapes (MFU);
+#                fails when a GEMM's output disagrees with cuBLAS's (FAIL lines)
 #   train_<m>    30 steps of train_gpu --method <m> at the 70m config, for
 #                every method: first and last loss, tokens/s, peak memory
 #   *_nccl       the data-parallel build (train_gpu_nccl) and 20 steps of it

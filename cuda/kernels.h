@@ -118,6 +118,11 @@ void fill(cudaStream_t s, float* y, float v, size_t n);
 // alone (deterministic). `out` is device memory.
 size_t reduce_work_bytes(size_t n);
 void reduce_sum(cudaStream_t s, double* out, const float* x, size_t n, bool squares, void* work);
+// out[0] = max_i |got_i - want_i|, out[1] = max_i |want_i| (device memory, two
+// floats); a NaN in got or want gives infinity (agreement.h turns the pair
+// into the relative error). For comparing two device outputs (bench_gpu).
+size_t max_abs_diff_work_bytes(size_t n);
+void max_abs_diff(cudaStream_t s, float* out, const float* got, const float* want, size_t n, void* work);
 
 // ---- adamw.cu ------------------------------------------------------------
 // One AdamW step over the flat buffer (src/ops/adamw.h), weight decay on

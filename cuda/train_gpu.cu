@@ -32,7 +32,13 @@ int main(int argc, char** argv) {
     const std::string gpu = cuda::open_gpu(c.local_rank(), &prop);
     // The model and its activations live on the GPU: judge a run's size by its memory.
     set_device_memory((double)prop.totalGlobalMem, std::string("the GPU (") + prop.name + ")");
-    if (c.rank() == 0) std::printf("gpu     %s%s\n", gpu.c_str(), c.size() > 1 ? " (rank 0; one GPU per rank)" : "");
+    // Free memory at start (another process may hold some); the run's own
+    // peak is the "memory" line at the end.
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (c.rank() == 0)
+      std::printf("gpu     %s, %.1f GiB free%s\n", gpu.c_str(), free_b / 1073741824.0,
+                  c.size() > 1 ? " (rank 0; one GPU per rank)" : "");
   };
   // GPU-only: the CPU trainer's gradients are deterministic already.
   bool deterministic = false;

@@ -6,7 +6,8 @@
 // and runs it on a GPU.
 //
 // Error measure: max |got - want| / max |want| over the whole output.
-// Tolerances: fp32 kernels 1e-5; tensor-core GEMMs 2e-2 (bf16 inputs) and
+// Tolerances (cuda/agreement.h, shared with bench_gpu's comparison with
+// cuBLAS): fp32 kernels 1e-5; tensor-core GEMMs 2e-2 (bf16 inputs) and
 // 5e-3 (tf32 inputs), both with fp32 accumulation (docs/cuda.md explains the
 // numbers). ADA_VERBOSE=1 prints every measured error.
 #include <gtest/gtest.h>
@@ -22,6 +23,7 @@
 #include "train/cpu_instances.h"
 #include "backend/device_array.h"
 #include "core/rng.h"
+#include "agreement.h"
 #include "cuda_backend.h"
 
 namespace {
@@ -34,7 +36,7 @@ using ada::cuda::GemmPrecision;
 using Vec = std::vector<float>;
 using IVec = std::vector<int>;
 
-constexpr double kFp32Tol = 1e-5;
+using ada::cuda::kFp32Tol;
 
 #if defined(__CUDACC__)
 // test_gpu: without a usable GPU, one clear failure instead of one per test.
@@ -218,9 +220,7 @@ TEST(CudaKernels, RoPE) {
 }
 
 // ---- GEMM ------------------------------------------------------------------
-double gemm_tol(GemmPrecision p) {
-  return p == GemmPrecision::Fp32 ? kFp32Tol : p == GemmPrecision::Tf32 ? 5e-3 : 2e-2;
-}
+double gemm_tol(GemmPrecision p) { return ada::cuda::gemm_tolerance(p); }
 
 // The four matmul ops of the backend (six GEMM shapes) on one size, writing
 // and accumulating; big: only y = x W^T, dx = dy W and dW += dy^T x,
@@ -436,6 +436,16 @@ TEST(CudaKernels, AttentionHeadSize128) {
 // head's dx GEMM (K = V, 4 output tiles) takes the automatic split-K path, and
 // its forward (393 column tiles) is more than one wave of blocks on an H100.
 TEST(CudaKernels, SeventyMShapes) {
+#if defined(ADA_HOSTRUN)
+  // Under the runner, race-checked (docs/hostrun.md, Race check): the whole
+  // test would take hours checked block by block (the check copies all live
+  // device memory, here ~200 MB, per block), so 4 blocks of each launch:
+  // the first, the last and two between.
+  ada::hostrun::Config rc = ada::hostrun::config();
+  rc.race_check = true;
+  rc.race_check_blocks = 4;
+  ada::hostrun::ScopedConfig race_checked(rc);
+#endif
   const int rows = 2, D = 512, F = 1408, V = 50304;
   ada::cuda::GemmShape head_dx;
   head_dx.M = rows, head_dx.N = D, head_dx.K = V;
@@ -659,6 +669,53 @@ TEST(CudaKernels, SumAndSumSquares) {
     EXPECT_EQ(s, g.sum(d_x.p(), n)) << "not reproducible";
   }
   EXPECT_EQ(g.sum(nullptr, 0), 0.0);
+}
+
+// bench_gpu's comparison of our GEMM output with cuBLAS's: the device maxima
+// (cuda::max_abs_diff) against the same maxima on the host, on a size that
+// spans several blocks; a NaN in either input must read as infinity.
+TEST(CudaKernels, MaxAbsDiff) {
+  Gpu g(GemmPrecision::Fp32);
+  for (size_t n : {size_t(1), size_t(1000), size_t(100003)}) {
+    const Vec want = randn(n, 120 + n, 3.0);
+    Vec got = want;
+    ada::Rng r(7);
+    for (auto& v : got) v += static_cast<float>(1e-3 * r.normal());
+    double diff = 0, mag = 0;
+    for (size_t i = 0; i < n; i++)
+      diff = std::max(diff, (double)std::abs(got[i] - want[i])), mag = std::max(mag, (double)std::abs(want[i]));
+    Dev<float> d_got(g, got), d_want(g, want), d_out(g, Vec(2));
+    ada::DeviceArray<Gpu, char> work(g, ada::cuda::max_abs_diff_work_bytes(n));
+    ada::cuda::max_abs_diff(g.stream, d_out.p(), d_got.p(), d_want.p(), n, work.data());
+    const Vec out = d_out.get();
+    EXPECT_EQ(out[0], static_cast<float>(diff)) << n;  // a maximum is exact
+    EXPECT_EQ(out[1], static_cast<float>(mag)) << n;
+    for (bool in_got : {true, false}) {
+      Vec gg = got, ww = want;
+      (in_got ? gg : ww)[n / 2] = NAN;
+      Dev<float> d_g2(g, gg), d_w2(g, ww);
+      ada::cuda::max_abs_diff(g.stream, d_out.p(), d_g2.p(), d_w2.p(), n, work.data());
+      EXPECT_EQ(d_out.get()[0], INFINITY) << n << (in_got ? " NaN in got" : " NaN in want");
+    }
+  }
+}
+
+// The verdict bench_gpu prints beside each GEMM (agreement.h).
+TEST(CudaKernels, AgreementVerdict) {
+  using ada::cuda::agreement;
+  EXPECT_EQ(agreement(0.5, 512.0, 1.0 / 1024).rel_err, 1.0 / 1024);
+  EXPECT_TRUE(agreement(0.5, 512.0, 1.0 / 1024).ok);  // exactly at the tolerance passes
+  EXPECT_FALSE(agreement(0.51, 512.0, 1.0 / 1024).ok);
+  EXPECT_TRUE(agreement(0.0, 0.0, 1e-5).ok);  // both outputs zero
+  EXPECT_FALSE(agreement(1e-3, 0.0, 1e-5).ok);
+  EXPECT_FALSE(agreement(INFINITY, 1.0, 2e-2).ok);  // a NaN became infinity
+  EXPECT_FALSE(agreement(NAN, 1.0, 2e-2).ok);
+  EXPECT_FALSE(agreement(0.0, NAN, 2e-2).ok);
+  EXPECT_TRUE(std::isinf(agreement(NAN, 1.0, 2e-2).rel_err));
+  // The tolerances are the tests' own.
+  EXPECT_EQ(ada::cuda::gemm_tolerance(GemmPrecision::Fp32), 1e-5);
+  EXPECT_EQ(ada::cuda::gemm_tolerance(GemmPrecision::Tf32), 5e-3);
+  EXPECT_EQ(ada::cuda::gemm_tolerance(GemmPrecision::Bf16), 2e-2);
 }
 
 TEST(CudaKernels, AdamWWithDeviceClipping) {

@@ -54,7 +54,7 @@ class RaceCheck {
 void note_atomic(const void* p, size_t bytes);
 
 namespace detail {
-inline bool race_check_atomics = false;  // true while a race-checked launch runs
+inline bool race_check_atomics = false;  // true while a block runs race-checked
 }
 
 }  // namespace ada::hostrun

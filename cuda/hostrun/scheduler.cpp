@@ -25,6 +25,7 @@
 #include "core/common.h"
 #include "hostrun/fiber.h"
 #include "hostrun/racecheck.h"
+#include "hostrun/statics.h"
 
 // Static __shared__ variables are placed in this ELF section (device.h) so that
 // the runner can poison all of them before each block. The linker defines the
@@ -33,6 +34,9 @@
 extern "C" char __start_ada_hostrun_shared[] __attribute__((weak));
 extern "C" char __stop_ada_hostrun_shared[] __attribute__((weak));
 __attribute__((section("ada_hostrun_shared"), used)) static char g_shared_anchor[16];
+// g++ ignores that section on the static locals of function templates: a
+// template kernel's __shared__ variables are found by name instead (statics.h)
+// and poisoned and restored with the section.
 
 // The per-switch path is forced inline: every call frame it saves is one more
 // cache line touched on each of the (many) fiber stacks.
@@ -107,6 +111,8 @@ Config config_from_env() {
   }
   if (const char* s = std::getenv("ADA_HOSTRUN_POISON")) c.poison_shared = std::atoi(s) != 0;
   if (const char* s = std::getenv("ADA_HOSTRUN_RACECHECK")) c.race_check = std::atoi(s) != 0;
+  if (const char* s = std::getenv("ADA_HOSTRUN_RACECHECK_BLOCKS"))
+    c.race_check_blocks = static_cast<unsigned>(std::strtoul(s, nullptr, 10));
   return c;
 }
 
@@ -211,6 +217,7 @@ class Runner {
   std::vector<WarpRec> warps_;
   std::vector<unsigned> order_;
   std::vector<const void*> args_;  // the pointer arguments (race check messages)
+  std::vector<std::pair<void*, size_t>> statics_;  // the kernel's __shared__ outside the section
   RaceCheck race_;
   std::vector<unsigned char> dyn_storage_;
   unsigned char* dyn_ = nullptr;
@@ -278,6 +285,12 @@ void Runner::launch(const void* kernel, dim3 grid, dim3 block, size_t dyn, Kerne
   thunk_ = thunk;
   ctx_ = ctx;
   args_ = std::move(args);
+  statics_.clear();
+  for (const auto& v : function_statics(kernel)) {
+    const char* p = static_cast<const char*>(v.first);
+    if (!(__start_ada_hostrun_shared && p >= __start_ada_hostrun_shared && p < __stop_ada_hostrun_shared))
+      statics_.push_back(v);
+  }
   n_ = static_cast<unsigned>(nthreads);
   threads_.assign(n_, ThreadRec{});
   for (unsigned t = 0; t < n_; ++t)
@@ -321,13 +334,28 @@ void Runner::launch(const void* kernel, dim3 grid, dim3 block, size_t dyn, Kerne
       race.clear();
     }
   } race_reset{race_};
-  detail::race_check_atomics = run_cfg_.race_check;
+
+  // Which blocks the race check runs twice: all, or race_check_blocks of
+  // them at linear indices round(i (G - 1) / (L - 1)), first and last included.
+  const uint64_t n_blocks = uint64_t(grid.x) * grid.y * grid.z, limit = run_cfg_.race_check_blocks;
+  uint64_t next_sample = 0, sample_i = 0;
+  auto checked = [&](uint64_t b) {
+    if (!run_cfg_.race_check) return false;
+    if (limit == 0 || n_blocks <= limit) return true;
+    if (limit == 1) return b == 0;
+    if (b != next_sample) return false;
+    ++sample_i;
+    next_sample = (sample_i * (n_blocks - 1) + (limit - 1) / 2) / (limit - 1);
+    return true;
+  };
 
   uint64_t linear = 0;
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
-        if (run_cfg_.race_check) {
+        const bool twice = checked(linear);
+        detail::race_check_atomics = twice;  // atomics note their words only while checked
+        if (twice) {
           run_block_twice(uint3{x, y, z}, linear++);
         } else {
           setup_block(uint3{x, y, z}, linear++);
@@ -344,6 +372,7 @@ void Runner::run_block_twice(uint3 bidx, uint64_t block_linear) {
   if (__start_ada_hostrun_shared && __stop_ada_hostrun_shared)
     shared.emplace_back(__start_ada_hostrun_shared,
                         size_t(__stop_ada_hostrun_shared - __start_ada_hostrun_shared));
+  shared.insert(shared.end(), statics_.begin(), statics_.end());
   race_.snapshot(shared);
   setup_block(bidx, block_linear);
   run_block();
@@ -397,6 +426,7 @@ void Runner::setup_block(uint3 bidx, uint64_t block_linear) {
     if (__start_ada_hostrun_shared && __stop_ada_hostrun_shared)
       std::memset(__start_ada_hostrun_shared, 0xff,
                   size_t(__stop_ada_hostrun_shared - __start_ada_hostrun_shared));
+    for (const auto& v : statics_) std::memset(v.first, 0xff, v.second);
   }
 }
 

@@ -26,7 +26,8 @@ namespace ada::hostrun {
 // ---------------------------------------------------------------------------
 // Configuration (tests may change it; the defaults come from the environment:
 // ADA_HOSTRUN_ORDER=shuffle|reverse|forward, ADA_HOSTRUN_SEED=<n>,
-// ADA_HOSTRUN_STACK_KB=<n>, ADA_HOSTRUN_POISON=0|1, ADA_HOSTRUN_RACECHECK=0|1).
+// ADA_HOSTRUN_STACK_KB=<n>, ADA_HOSTRUN_POISON=0|1, ADA_HOSTRUN_RACECHECK=0|1,
+// ADA_HOSTRUN_RACECHECK_BLOCKS=<n>).
 
 // The order in which a block's runnable threads are resumed. Shuffle (seeded by
 // seed, block index and barrier phase; reproducible run to run) exposes a
@@ -48,6 +49,10 @@ struct Config {
   // seed), and fail the launch if device memory differs afterwards
   // (racecheck.h). Slow: for tests with small allocations.
   bool race_check = false;
+  // With race_check: check at most this many blocks of each launch, spread
+  // evenly from the first to the last (the others run once); 0 checks every
+  // block. For tests whose device memory is too large to copy per block.
+  unsigned race_check_blocks = 0;
 };
 
 Config config();
