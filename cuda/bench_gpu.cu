@@ -33,6 +33,7 @@
 #include "open_gpu.h"
 #include "methods/registry.h"
 #include "train/flags.h"
+#include "train/memory_budget.h"
 
 using namespace ada;
 using cuda::GemmPrecision;
@@ -363,7 +364,7 @@ void bench_steps(CudaBackend& be, const std::string& methods, int B, int T, int 
       }
     }
     const double tok_s = (double)B * T * steps / secs, tflops = flops / secs / 1e12;
-    const double mib = 1024.0 * 1024.0, state = 4.0 * n * sizeof(float);
+    const double mib = 1024.0 * 1024.0, state = training_state_bytes((double)n, sizeof(float));
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     std::printf("%-10s %-5s %10.1f %10.0f %9.1f %6.1f%% %8.2f %8.1f %8.1f %8.1f %8.0f\n", name.c_str(),

@@ -220,15 +220,15 @@ int main(int argc, char** argv) {
       }
     }
     for (const Knob& k : knobs) known(k.label, "--knob");
-    for (size_t i = 0; i < specs.size(); i++) {  // init-from=@LABEL names a method trained before it
-      const size_t at = specs[i].find("init-from=@");
-      if (at == std::string::npos) continue;
-      const std::vector<std::string> rest = split_list(specs[i].substr(at + 11), ':');
-      const std::string from = rest.empty() ? "" : rest[0];
-      check(std::find(labels.begin(), labels.begin() + i, from) != labels.begin() + i,
-            "method spec '" + specs[i] + "': init-from=@" + from + " needs the method labelled '" + from +
-                "' earlier in --methods");
-    }
+    const std::string from_tag = "init-from=@";  // init-from=@LABEL names a method trained before it
+    for (size_t i = 0; i < specs.size(); i++)
+      for (const std::string& part : split_list(specs[i], ':')) {
+        if (part.rfind(from_tag, 0) != 0) continue;
+        const std::string from = part.substr(from_tag.size());
+        check(std::find(labels.begin(), labels.begin() + i, from) != labels.begin() + i,
+              "method spec '" + specs[i] + "': init-from=@" + from + " needs the method labelled '" + from +
+                  "' earlier in --methods");
+      }
 
     std::vector<TrainOptions> method_opts;  // per method, first seed's (for the knobs)
     std::map<long long, double> learned_passes;     // per seed: the last learned adaponder's, for policy-passes=auto

@@ -107,7 +107,6 @@ class LatentCotMethod : public Method<Bk> {
     const long long warm = o_.warmup >= 0 ? o_.warmup : total / 2;
     lambda_now_ = step < warm ? 0.0 : o_.lambda;
   }
-  double lambda_now() const { return lambda_now_; }
 
   int router_hidden(const ModelConfig& c) const { return o_.router_hidden > 0 ? o_.router_hidden : std::max(1, c.dim / 4); }
   void add_params(ParamLayout& lay, const ModelConfig& c) override {

@@ -18,9 +18,8 @@ std::string gigabytes(double bytes) {
 }  // namespace
 
 double model_bytes(const ModelConfig& c, double n_params, int real_bytes, bool training) {
-  const double copies = training ? 4 : 1;  // parameters (+ gradients, AdamW m and v)
   const double rope = 2.0 * c.max_seq * (c.head_dim() / 2) * real_bytes;  // cos and sin tables
-  return copies * n_params * real_bytes + rope;
+  return (training ? training_state_bytes(n_params, real_bytes) : n_params * real_bytes) + rope;
 }
 
 double activation_bytes(const ModelConfig& c, double rows, int real_bytes, bool training) {

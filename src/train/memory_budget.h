@@ -13,6 +13,10 @@
 
 namespace ada {
 
+// What training holds per parameter: the parameter, its gradient and the two
+// AdamW moments, `real_bytes` each.
+inline double training_state_bytes(double n_params, int real_bytes) { return 4.0 * n_params * real_bytes; }
+
 // The model's own buffers: its parameters (and, when training, their
 // gradients and the two AdamW moments), `real_bytes` per value, plus the RoPE
 // tables.

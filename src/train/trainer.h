@@ -43,6 +43,7 @@
 #include "train/batcher.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/memory_budget.h"
 #include "train/metrics.h"
 #include "train/options.h"
 #include "train/run_plan.h"
@@ -287,7 +288,8 @@ class Trainer {
       // What the run held in the backend's memory (device memory for
       // train_gpu): the state (parameters, gradients, AdamW m and v) and the
       // activations' arena at its peak (used, and reserved in blocks).
-      const double mib = 1024.0 * 1024.0, state = 4.0 * model_->layout.total() * sizeof(*model_->params.data());
+      const double mib = 1024.0 * 1024.0,
+                   state = training_state_bytes((double)model_->layout.total(), sizeof(*model_->params.data()));
       std::printf("memory  %.1f MiB parameters, gradients and AdamW state; activations peak %.1f MiB used, %.1f MiB reserved\n",
                   state / mib, model_->arena.peak_used() / mib, model_->arena.peak_capacity() / mib);
     }
