@@ -159,8 +159,11 @@ sanitize-ci:
 # files that launch kernels, linked into their own binary: no programs, no CPU
 # test files. Every cudaMalloc is its own heap block (cuda/hostrun/runtime.cpp),
 # so any out-of-bounds global access by a kernel is an ASan report.
-ASAN_TEST_SRCS := tests/test_hostrun.cpp tests/test_cuda_kernels.cpp tests/test_cuda_step.cpp
-ASAN_GTEST_FILTER ?= HostRun*:CudaKernels.*:CudaStep.*
+# Every file of CUDA_TEST_SRCS (defined below) and the runner's own tests; the
+# whole-step tests are parameterised (Methods/CudaStep.*), so the default filter
+# is everything the binary holds.
+ASAN_TEST_SRCS = tests/test_hostrun.cpp $(CUDA_TEST_SRCS)
+ASAN_GTEST_FILTER ?= *
 .PHONY: test-asan
 test-asan:
 	$(MAKE) BUILD=$(BUILD)/san MPI=0 OPT="-O2 -march=native $(SAN_FLAGS)" \
