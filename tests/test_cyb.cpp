@@ -3,6 +3,8 @@
 // the W = 1 case (plain cross-entropy), and decoding that stops pausing.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "train/cpu_instances.h"
 #include "gradcheck.h"
 #include "method_test_util.h"
@@ -123,6 +125,47 @@ TEST(Cyb, DecodingStopsPausingAndMatchesTraining) {
       for (int v = 0; v < V; v++) EXPECT_NEAR(p[v], full[(size_t)t * V + v], 1e-12);
     }
   }
+}
+
+// The per-step diagnostics of stats(): nll_step<i> is the mean -log r_i at
+// step i over the supervised tokens, wait_pays the fraction of them with
+// max_{i>1} gamma_i r_i > r_1; recomputed here from the rows' log r, with one
+// target masked out (-1) to check that only supervised tokens count.
+TEST(Cyb, StatsReportWhetherWaitingPays) {
+  CybOptions o;
+  o.pauses = 2, o.gamma0 = 0.9;
+  CybCase c(o, 5, 3.0);
+  Batch b = random_batch(2, 6, c.m->cfg.vocab, 21);
+  b.targets[4] = -1;
+  c.m->arena.reset();
+  c.method->forward(*c.m, b, false);
+  std::vector<double> logr;
+  c.method->target_log_probs(*c.m, logr);
+  const int W = 3, n = 12;
+  ASSERT_EQ(logr.size(), (size_t)n * W);
+  std::vector<double> nll(W, 0.0);
+  double pays = 0, sup = 0, somewhere = 0;
+  for (int t = 0; t < n; t++) {
+    if (b.targets[t] < 0) continue;
+    sup += 1;
+    double best_later = -1;
+    for (int i = 0; i < W; i++) {
+      const double r = std::exp(logr[(size_t)t * W + i]);
+      nll[i] -= std::log(r);
+      if (i > 0) best_later = std::max(best_later, std::pow(0.9, i) * r);
+    }
+    pays += best_later > std::exp(logr[(size_t)t * W]);
+    somewhere += 1;
+  }
+  ASSERT_EQ(sup, 11);
+  const auto h = c.method->stats(*c.m).halting;
+  std::map<std::string, double> got(h.begin(), h.end());
+  for (int i = 0; i < W; i++) EXPECT_NEAR(got.at("nll_step" + std::to_string(i + 1)), nll[i] / sup, 1e-12);
+  EXPECT_NEAR(got.at("wait_pays"), pays / sup, 1e-12);
+  EXPECT_EQ(got.count("nll_step4"), 0u);
+  // random weights: the rows differ, so both outcomes occur among 11 tokens
+  EXPECT_GT(pays, 0);
+  EXPECT_LT(pays, somewhere);
 }
 
 // The DK bias b_DK = logit(d_init) + log V sets the initial DK probability

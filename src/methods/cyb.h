@@ -274,6 +274,30 @@ class CybMethod : public Method<Bk> {
                  {"steps", st / n_},
                  {"pauses", st / n_ - 1},
                  {"dk", n_ ? dk / ((double)n_ * Wd) : 0.0}};
+    // Whether waiting could pay at all (docs/methods/cyb.md, "Does waiting
+    // pay?"): nll_step<i> is the mean -log r_i of the supervised tokens had
+    // they answered at step i (i = 1 the token's own row, i > 1 its pauses),
+    // and wait_pays the fraction of them for which some later step's
+    // discounted target probability beats answering now: max_{i>1} gamma_i r_i > r_1.
+    std::vector<double> logr;
+    target_log_probs(m, logr);
+    std::vector<int> sup(n_);
+    m.be.to_host(sup.data(), d_sup_, n_);
+    std::vector<double> nll_at(W_, 0.0);
+    double pays = 0;
+    for (int t = 0; t < n_; t++) {
+      if (!sup[t]) continue;
+      const double* lr = &logr[(size_t)t * W_];
+      bool better = false;
+      for (int i = 0; i < W_; i++) {
+        nll_at[i] -= lr[i];
+        if (i > 0 && i * std::log(o_.gamma0) + lr[i] > lr[0]) better = true;
+      }
+      pays += better;
+    }
+    for (int i = 0; i < W_; i++)
+      s.halting.push_back({"nll_step" + std::to_string(i + 1), supervised_ ? nll_at[i] / supervised_ : 0.0});
+    s.halting.push_back({"wait_pays", supervised_ ? pays / supervised_ : 0.0});
     return s;
   }
 
