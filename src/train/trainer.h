@@ -192,26 +192,35 @@ class Trainer {
       model_->zero_grads();
       double loss = 0, ce = 0, flops = 0, other = 0;
       StepStats last;
-      for (int micro = 0; micro < o_.accum; micro++) {
-        model_->arena.reset();
-        Batch b = batcher.next();
-        method_->forward(*model_, b, true);
-        method_->backward(*model_, 1.0 / o_.accum);
+      auto add_stats = [&]() {
         last = method_->stats(*model_);
         loss += last.loss / o_.accum;
         ce += last.ce / o_.accum;
         flops += last.train_flops;
         other += last.train_other_flops;
+      };
+      for (int micro = 0; micro < o_.accum; micro++) {
+        model_->arena.reset();
+        Batch b = batcher.next();
+        method_->forward(*model_, b, true);
+        method_->backward(*model_, 1.0 / o_.accum);
+        if (micro + 1 < o_.accum) add_stats();  // read before the next micro-batch reuses the arena
       }
-      if (world > 1) {  // the gradient mean and the step's statistics over the ranks
+      if (world > 1) {  // the gradient mean over the ranks
         comm_.sum_buffer(model_->grads.data(), model_->num_params());
         be_.scale(model_->grads.data(), T(1.0 / world), model_->num_params());
-        combine_stats(loss, ce, flops, other, last);
       }
-      check(std::isfinite(loss), "the training loss became " + non_finite(loss) + " at step " +
-                                     std::to_string(step + 1) + "; stopping (lower --lr or check the data)");
+      // The update is queued before the last micro-batch's statistics are
+      // read: on a GPU the host's wait for the loss sums then overlaps the
+      // optimizer instead of stalling the stream in front of it. A non-finite
+      // loss still stops the run before anything is saved (the update it
+      // already made is never written to a checkpoint).
       be_.adamw_step(model_->params.data(), model_->grads.data(), m_.data(), v_.data(), model_->num_params(),
                      model_->layout.decay_count(), h, o_.clip);
+      add_stats();
+      if (world > 1) combine_stats(loss, ce, flops, other, last);  // the step's statistics over the ranks
+      check(std::isfinite(loss), "the training loss became " + non_finite(loss) + " at step " +
+                                     std::to_string(step + 1) + "; stopping (lower --lr or check the data)");
       const double gnorm = be_.last_grad_norm();
       check(std::isfinite(gnorm), "the gradient norm became " + non_finite(gnorm) + " at step " +
                                       std::to_string(step + 1) + "; stopping");
