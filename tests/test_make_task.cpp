@@ -225,6 +225,66 @@ TEST(ChainTask, ClassesAgreeWithAnIndependentReadingOfTheText) {
   EXPECT_FALSE(is_chain_task_classes({"format", "name", "value"}));
 }
 
+// --split equal: every chain of every line has M / R variables (read back
+// from the fused text: a link token names its variable and its parent), the
+// answers need 1 .. M / R lookups, each count occurring; the classes still
+// agree with the independent reader. The default split gives chains of
+// unequal lengths in most lines.
+TEST(ChainTask, EqualSplitGivesChainsOfOneLength) {
+  for (auto [M, R] : {std::pair{6, 2}, std::pair{6, 3}, std::pair{6, 1}}) {
+    ChainTaskOptions o;
+    o.assignments = M, o.chains = R, o.queries = M, o.letters = std::max(M, 6);
+    o.split = "equal";
+    SCOPED_TRACE("M " + std::to_string(M) + " R " + std::to_string(R));
+    EXPECT_EQ(o.max_hops(), M / R);
+    EXPECT_EQ(o.class_names().size(), size_t(3 + M / R));
+    std::vector<uint8_t> cls;
+    const size_t lines = 500;
+    const auto t = task_tokens(o, lines, 5, &cls);
+    std::map<int, int> hops;
+    check_programs(t, cls, o, hops);
+    EXPECT_EQ(hops.size(), size_t(M / R)) << "every hop count occurs";
+    for (size_t line = 0; line < lines; line++) {
+      const int32_t* a = &t[line * o.line_tokens()];
+      std::map<int, int> parent;  // letter -> parent letter (-1 for a root)
+      for (int i = 0; i < M; i++) {
+        if (a[i] >= kFusedLink) parent[(a[i] - kFusedLink) / kFusedMaxLetters] = (a[i] - kFusedLink) % kFusedMaxLetters;
+        else parent[(a[i] - kFusedRoot) / 10] = -1;
+      }
+      ASSERT_EQ(parent.size(), size_t(M));
+      std::map<int, int> size;  // root letter -> chain length
+      for (auto& [v, p] : parent) {
+        int r = v;
+        while (parent.at(r) >= 0) r = parent.at(r);
+        size[r]++;
+      }
+      ASSERT_EQ(size.size(), size_t(R));
+      for (auto& kv : size) ASSERT_EQ(kv.second, M / R) << "line " << line;
+    }
+  }
+  // the random split: lines with chains of two lengths are the majority
+  ChainTaskOptions o;
+  const auto t = task_tokens(o, 200, 5);
+  int unequal = 0;
+  for (size_t line = 0; line < 200; line++) {
+    int roots = 0;
+    std::map<int, int> parent;
+    for (int i = 0; i < o.assignments; i++) {
+      const int32_t id = t[line * o.line_tokens() + i];
+      if (id >= kFusedLink) parent[(id - kFusedLink) / kFusedMaxLetters] = (id - kFusedLink) % kFusedMaxLetters;
+      else parent[(id - kFusedRoot) / 10] = -1, roots++;
+    }
+    std::map<int, int> size;
+    for (auto& [v, p] : parent) {
+      int r = v;
+      while (parent.at(r) >= 0) r = parent.at(r);
+      size[r]++;
+    }
+    unequal += size.begin()->second != 3;
+  }
+  EXPECT_GT(unequal, 100);
+}
+
 TEST(ChainTask, OptionsThatCannotMakeAProgramAreRefused) {
   ChainTaskOptions o;
   o.assignments = 27;
@@ -235,6 +295,10 @@ TEST(ChainTask, OptionsThatCannotMakeAProgramAreRefused) {
   expect_error([&] { o.validate(); }, {"--grammar fused", "at most 7 letters, got --letters 8"});
   o = ChainTaskOptions(), o.grammar = "colon";
   expect_error([&] { o.validate(); }, {"--grammar must be fused, equals or compact, got 'colon'"});
+  o = ChainTaskOptions(), o.split = "even";
+  expect_error([&] { o.validate(); }, {"--split must be random or equal, got 'even'"});
+  o = ChainTaskOptions(), o.chains = 4, o.split = "equal";
+  expect_error([&] { o.validate(); }, {"--split equal needs --chains (4) to divide --assignments (6)"});
   o = ChainTaskOptions(), o.queries = 0;
   expect_error([&] { o.validate(); }, {"--queries must be between 1 and --assignments (" +
                                            std::to_string(o.assignments) + "), got 0"});

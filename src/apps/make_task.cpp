@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
               26);
     flags.add("--letters", &t.letters, "names are distinct letters drawn from the first N of a..z (N >= assignments)",
               1, 26);
+    flags.add("--split", &t.split, "how the assignments are split into chains: random (uniform split into positive parts) | equal (every chain assignments / chains long: no answer can be found by elimination more cheaply than by its chain; docs/tasks.md)");
     flags.add("--grammar", &t.grammar, "fused (one token per assignment, one per \"?v=\": a lookup is one attention step; at most 7 letters) | equals (\"v=d;\" and \"?v=d\", one character per token) | compact (\"vd;\" and \"?vd\")");
     if (!flags.parse(argc, argv)) return 0;
     check(flags.positional().empty(), "make_task takes no positional arguments (got '" +
@@ -89,8 +90,8 @@ int main(int argc, char** argv) {
       s->classes.names = t.class_names();
       generate_chain_task(t, lines, rng, s->tokens, s->classes.ids);
     }
-    std::printf("task        %d assignments in %d chains, %d queries of 1..%d lookups: %zu tokens per program\n",
-                t.assignments, t.chains, t.queries, t.max_hops(), line);
+    std::printf("task        %d assignments in %d chains (%s split), %d queries of 1..%d lookups: %zu tokens per program\n",
+                t.assignments, t.chains, t.split.c_str(), t.queries, t.max_hops(), line);
     std::string example;  // a fused assignment (one token above ASCII) shown as "v=x;"
     for (size_t i = 0; i < line; i++) example += chain_token_text(val.tokens[i]);
     std::printf("example     %s", example.c_str());

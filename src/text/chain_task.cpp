@@ -16,6 +16,10 @@ void ChainTaskOptions::validate() const {
         "--assignments must be between 1 and 26 (one letter per variable), got " + std::to_string(assignments));
   check(chains >= 1 && chains <= assignments, "--chains must be between 1 and --assignments (" +
                                                   std::to_string(assignments) + "), got " + std::to_string(chains));
+  check(split == "random" || split == "equal", "--split must be random or equal, got '" + split + "'");
+  check(split != "equal" || assignments % chains == 0,
+        "--split equal needs --chains (" + std::to_string(chains) + ") to divide --assignments (" +
+            std::to_string(assignments) + ")");
   check(letters >= assignments && letters <= 26, "--letters must be between --assignments (" +
                                                      std::to_string(assignments) + ") and 26, got " +
                                                      std::to_string(letters));
@@ -71,11 +75,16 @@ void generate_chain_task(const ChainTaskOptions& o, size_t lines, Rng& rng, std:
   auto put = [&](char c, uint8_t cls) { put_id((unsigned char)c, cls); };
   for (size_t line = 0; line < lines; line++) {
     // Chain lengths: a uniformly random split of the M assignments into R
-    // positive parts (R - 1 distinct cut points in 1..M-1).
-    std::vector<int> cuts = permutation(M - 1, rng);
-    cuts.resize(R - 1);
-    for (int& x : cuts) x += 1;
-    std::sort(cuts.begin(), cuts.end());
+    // positive parts (R - 1 distinct cut points in 1..M-1), or R equal parts.
+    std::vector<int> cuts;
+    if (o.split == "equal") {
+      for (int c = 1; c < R; c++) cuts.push_back(c * (M / R));
+    } else {
+      cuts = permutation(M - 1, rng);
+      cuts.resize(R - 1);
+      for (int& x : cuts) x += 1;
+      std::sort(cuts.begin(), cuts.end());
+    }
     cuts.insert(cuts.begin(), 0);
     cuts.push_back(M);
 

@@ -53,6 +53,13 @@ struct ChainTaskOptions {
   // (above). "equals": "v=d;" and "?v=d", one character per token, the first
   // version. "compact": "vd;" and "?vd". docs/tasks.md has what each learned.
   std::string grammar = "fused";
+  // How the M assignments are split into the R chains. "random": a uniformly
+  // random split into positive parts (the first version). "equal": every chain
+  // has M / R variables (R must divide M). With unequal chains a deep answer
+  // can be found by elimination instead of by following its chain (a root
+  // whose chain is short is recognised in a few steps, and the answer is then
+  // the other root): docs/tasks.md, "Elimination".
+  std::string split = "random";
 
   bool fused() const { return grammar == "fused"; }
   bool equals() const { return grammar == "equals"; }
@@ -64,7 +71,7 @@ struct ChainTaskOptions {
     return fused() ? assignments + 2 * queries + 1 : (equals() ? 4 : 3) * (assignments + queries);
   }
   // The longest chain, hence the most lookups an answer can need.
-  int max_hops() const { return assignments - chains + 1; }
+  int max_hops() const { return split == "equal" ? assignments / chains : assignments - chains + 1; }
   // Class names, in id order: format, name, value, hop1 .. hop<max_hops>.
   std::vector<std::string> class_names() const;
 };
