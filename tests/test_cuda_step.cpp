@@ -108,6 +108,9 @@ std::vector<Variant> variants() {
   ada::MethodOptions matched = mo;  // random exits with a given per-pass histogram
   matched.ada.policy = "matched", matched.ada.policy_hist = "0.3/0.3/0.4";
   v.push_back(variant("adaponder_matched", "adaponder", matched));
+  ada::MethodOptions cyb_warm = mo;  // CYB in its warm-up (step 60 of 100 < 100): the anytime loss
+  cyb_warm.cyb.warmup = 100;
+  v.push_back(variant("cyb_warmup", "cyb", cyb_warm));
   return v;
 }
 

@@ -22,15 +22,30 @@ struct CybCase : MethodCase<CybMethod<Bd>> {
     b = random_batch(2, 5, m->cfg.vocab, seed + 1);
     b.targets[2] = -1;
   }
-  void check_all_grads() {
+  // The training loss (forward with training = true: the warm-up's loss
+  // while it lasts) against finite differences of the same forward.
+  // In the warm-up the loss does not depend on the DK head (skip_dk): its
+  // analytic gradient must be exactly zero and the numeric one negligible.
+  void check_all_grads(bool skip_dk = false) {
     m->zero_grads();
     m->arena.reset();
     method->forward(*m, b, true);
     method->backward(*m, 1.0);
     std::vector<double> g(m->grads.data(), m->grads.data() + m->num_params());
+    auto train_loss = [&] {
+      m->arena.reset();
+      method->forward(*m, b, true);
+      return method->stats(*m).loss;
+    };
     for (auto& p : m->layout.tensors()) {
       std::vector<double> a(g.begin() + p.offset, g.begin() + p.offset + p.numel);
-      expect_grad_close(p.name, a, numeric_grad(m->params.data() + p.offset, p.numel, [&] { return loss(); }));
+      const auto n = numeric_grad(m->params.data() + p.offset, p.numel, train_loss);
+      if (skip_dk && p.name.rfind("cyb.dk_head", 0) == 0) {
+        for (size_t i = 0; i < a.size(); i++) EXPECT_EQ(a[i], 0.0) << p.name;
+        for (double v : n) EXPECT_LT(std::abs(v), 1e-9) << p.name;
+        continue;
+      }
+      expect_grad_close(p.name, a, n);
     }
   }
 };
@@ -53,7 +68,7 @@ TEST(Cyb, TokenLossMatchesDefinitionAndDifferences) {
     auto run = [&](double* g_lp, double* g_lse, double* g_dk) {
       double loss, greedy, steps, a[W], b[W], c[W];
       CybToken<double>{W, x.data(), lp.data(), &sup, lw.data(), lgt.data(), lg.data(), 1.0, &loss, &greedy, &steps,
-                       g_lp ? g_lp : a, g_lse ? g_lse : b, g_dk ? g_dk : c}(0);
+                       g_lp ? g_lp : a, g_lse ? g_lse : b, g_dk ? g_dk : c, 0}(0);
       return loss;
     };
     // direct evaluation
@@ -71,6 +86,81 @@ TEST(Cyb, TokenLossMatchesDefinitionAndDifferences) {
     expect_grad_close("dx " + deadline, gdk, numeric_grad(x.data(), W, L));
     for (int i = 0; i < W; i++) EXPECT_EQ(glse[i], -gdk[i]);
   }
+}
+
+// The warm-up's anytime loss, -(1/W) sum_i log r_i, against its definition
+// and central differences; it sends nothing to the DK logit.
+TEST(Cyb, WarmupTokenLossIsTheMeanOverSteps) {
+  const int W = 4;
+  std::vector<double> x = {0.7, -0.3, 1.9, -2.2}, lp = {-2.1, -0.4, -1.3, -0.9};
+  CybOptions o;
+  o.pauses = W - 1;
+  CybMethod<Bd> meth(o);
+  std::vector<double> lw, lgt, lg;
+  meth.schedule(lw, lgt, lg);
+  int sup = 1;
+  auto run = [&](double* g_lp, double* g_lse, double* g_dk) {
+    double loss, greedy, steps, a[W], b[W], c[W];
+    CybToken<double>{W, x.data(), lp.data(), &sup, lw.data(), lgt.data(), lg.data(), 0.5, &loss, &greedy, &steps,
+                     g_lp ? g_lp : a, g_lse ? g_lse : b, g_dk ? g_dk : c, 1}(0);
+    EXPECT_EQ(steps, 2.0);  // the greedy step is reported as outside the warm-up
+    return loss;
+  };
+  EXPECT_NEAR(run(nullptr, nullptr, nullptr), (2.1 + 0.4 + 1.3 + 0.9) / W, 1e-15);
+  std::vector<double> glp(W), glse(W, 1.0), gdk(W, 1.0);
+  run(glp.data(), glse.data(), gdk.data());
+  auto L = [&] { return 0.5 * run(nullptr, nullptr, nullptr); };  // scale 0.5 multiplies the gradients
+  expect_grad_close("dlogp", glp, numeric_grad(lp.data(), W, L));
+  for (int i = 0; i < W; i++) {
+    EXPECT_EQ(gdk[i], 0.0);
+    EXPECT_EQ(glse[i], 0.0);
+  }
+}
+
+// --cyb-warmup-steps: before the step it names, training uses the anytime
+// loss (the DK head gets no gradient, every row's prediction does, and the
+// whole model's gradient matches finite differences of that loss); from
+// that step on, the stopping-time loss; evaluation (training = false)
+// always reports the stopping-time loss.
+TEST(Cyb, WarmupTrainsEveryStepAndLeavesTheDkHead) {
+  CybOptions o;
+  o.pauses = 2, o.warmup = -1;
+  CybCase c(o, 9, 2.0);
+  c.method->set_step(4, 10);  // -1: half of 10 steps, so step 4 is in the warm-up
+  c.m->zero_grads();
+  c.m->arena.reset();
+  c.method->forward(*c.m, c.b, true);
+  c.method->backward(*c.m, 1.0);
+  std::vector<double> logr;
+  c.method->target_log_probs(*c.m, logr);
+  double mean = 0;
+  int sup = 0;
+  for (int t = 0; t < 10; t++)
+    if (c.b.targets[t] >= 0) {
+      for (int i = 0; i < 3; i++) mean -= logr[(size_t)t * 3 + i] / 3;
+      sup++;
+    }
+  EXPECT_NEAR(c.method->stats(*c.m).loss, mean / sup, 1e-12);
+  EXPECT_EQ(c.m->grad("cyb.dk_head.bias")[0], 0.0);
+  for (int j = 0; j < c.m->cfg.dim; j++) EXPECT_EQ(c.m->grad("cyb.dk_head.weight")[j], 0.0);
+  double pause_grad = 0;
+  for (int j = 0; j < c.m->cfg.dim; j++) pause_grad += std::abs(c.m->grad("pause.embedding")[j]);
+  EXPECT_GT(pause_grad, 0.0);
+  c.check_all_grads(true);  // the training loss, in the warm-up
+  // evaluation reports the stopping-time loss, in the warm-up too
+  c.m->arena.reset();
+  c.method->forward(*c.m, c.b, false);
+  const double eval_loss = c.method->stats(*c.m).loss;
+  EXPECT_GT(std::abs(eval_loss - mean / sup), 1e-3);
+  // after the warm-up: the DK head learns
+  c.method->set_step(5, 10);
+  c.m->zero_grads();
+  c.m->arena.reset();
+  c.method->forward(*c.m, c.b, true);
+  c.method->backward(*c.m, 1.0);
+  EXPECT_NE(c.m->grad("cyb.dk_head.bias")[0], 0.0);
+  EXPECT_NEAR(c.method->stats(*c.m).loss, eval_loss, 1e-12);
+  c.check_all_grads();
 }
 
 // methods.md 10.3's sanity check: with W = 1 (no pauses) the loss is the

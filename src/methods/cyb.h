@@ -48,6 +48,10 @@ struct CybOptions {
   std::string deadline = "uniform"; // omega: uniform (methods.md 10.5) | last (forced answer only at W)
   double dk_init = 0.05;            // initial DK probability d (sets the DK bias; docs/methods/cyb.md)
   std::string visibility = "all";   // all | own
+  // First training steps with the anytime loss (every step's prediction
+  // trained alike, the DK head untouched): docs/methods/cyb.md, "The pause
+  // rows must be trained before the DK head can use them". 0 = none, -1 = half of --steps.
+  long long warmup = 0;
 };
 
 constexpr int kCybMaxSteps = 16;
@@ -85,6 +89,7 @@ struct CybToken {
   T* g_logp;              // (rows)
   T* g_lse;               // (rows)
   T* g_dk;                // (rows)
+  int anytime;            // 1 during the warm-up: loss_t = -(1/W) sum_i log r_i, no gradient to the DK logit
 
   HD void operator()(int t) const {
     const T* xt = x + (size_t)t * W;
@@ -101,6 +106,16 @@ struct CybToken {
     if (!supervised[t]) {
       loss[t] = 0;
       for (int i = 0; i < W; i++) g_logp[r0 + i] = g_lse[r0 + i] = g_dk[r0 + i] = 0;
+      return;
+    }
+    if (anytime) {  // warm-up: loss_t = -(1/W) sum_i log r_i; dl/dlog r_i = -1/W; d untouched
+      T sum = 0;
+      for (int i = 0; i < W; i++) {
+        sum += lr[i];
+        g_logp[r0 + i] = -scale / T(W);
+        g_lse[r0 + i] = g_dk[r0 + i] = 0;
+      }
+      loss[t] = -sum / T(W);
       return;
     }
     T ld[kCybMaxSteps], l1d[kCybMaxSteps], lcoef[kCybMaxSteps], logD[kCybMaxSteps + 1], la[kCybMaxSteps];
@@ -142,6 +157,11 @@ class CybMethod : public Method<Bk> {
     check(o.dk_init > 0 && o.dk_init < 1, "--cyb-dk-init must be in (0, 1) (got " + std::to_string(o.dk_init) + ")");
   }
   std::string name() const override { return "cyb"; }
+  // The warm-up (CybOptions::warmup): the anytime loss before step `warm`.
+  void set_step(long long step, long long total) override {
+    const long long warm = o_.warmup >= 0 ? o_.warmup : total / 2;
+    anytime_ = step < warm;
+  }
   int max_passes() const override { return 1; }
   const CybOptions& options() const { return o_; }
   int window() const { return W_; }
@@ -220,7 +240,7 @@ class CybMethod : public Method<Bk> {
     // the loss and its gradient for d(sum_t loss_t / supervised); backward rescales
     m.be.for_each(n_, CybToken<T>{W_, xdk_, logp_, d_sup_, dsched, dsched + W_, dsched + 2 * W_,
                                   T(supervised_ ? 1.0 / supervised_ : 0.0), loss_, greedy_, steps_, g_logp_, g_lse_,
-                                  g_dk_});
+                                  g_dk_, anytime_ && training ? 1 : 0});
   }
 
   void backward(Model<Bk>& m, double loss_scale) override {
@@ -364,6 +384,7 @@ class CybMethod : public Method<Bk> {
   }
   CybOptions o_;
   int W_;
+  bool anytime_ = false;  // in the warm-up (set_step)
   int n_ = 0, rows_ = 0, npause_ = 0, supervised_ = 0;
   int *ids_ = nullptr, *d_real_ = nullptr, *d_pause_ = nullptr, *d_tg_ = nullptr, *d_sup_ = nullptr, *d_zero_ = nullptr;
   KvStore<Bk> kv_;

@@ -59,6 +59,9 @@ inline void add_method_flags(Flags& f, MethodOptions& o) {
   f.add("--cyb-deadline", &o.cyb.deadline, "cyb: world deadline distribution omega: uniform | last");
   f.add("--cyb-dk-init", &o.cyb.dk_init, "cyb: initial don't-know probability d, in (0, 1) (sets the DK bias)");
   f.add("--cyb-visibility", &o.cyb.visibility, "cyb: later tokens see earlier pauses (all) or not (own)");
+  f.add("--cyb-warmup-steps", &o.cyb.warmup,
+        "cyb: first steps with the anytime loss (every step's prediction trained alike, the DK head untouched; -1 = half of --steps)",
+        -1, kMaxSteps);
   f.add("--latent-steps", &o.latent.K, "latent_cot: latent steps K (K+1 cells per token at most)", 1, kMaxMethodSteps);
   f.add("--reach-tau", &o.latent.tau, "latent_cot: a cell runs only if its reach probability is >= tau");
   f.add("--latent-lambda", &o.latent.lambda, "latent_cot: weight of the correctness-aware halting loss");
