@@ -258,8 +258,8 @@ __device__ __forceinline__ void store_pair(const PipelinedParams& p, float* C, i
 // 128 (A B), 122 (A B^T), 120 (A^T B), 128 (A^T B^T); 0 bytes of stack and
 // spills; 49152 bytes of shared memory; 1 barrier. __launch_bounds__(256, 2)
 // is what holds them at 128 (64 accumulators + 24 fragment registers +
-// addresses): two blocks per SM. Recheck after any change:
-//   nvcc -std=c++17 -O3 -arch=sm_90 -Xptxas -v -Isrc -Icuda -c cuda/gemm_mma.cu
+// addresses): two blocks per SM. Recheck after any change with
+// `make ptxas-gemm-mma` (prints these figures, fails on a spill or > 128).
 template <bool kTransA, bool kTransB>
 __global__ void __launch_bounds__(kPThreads, 2) gemm_mma_pipelined_kernel(PipelinedParams p) {
   // A plain has K contiguous; B has K contiguous when transposed (B^T rows).
@@ -395,7 +395,8 @@ void gemm_mma_pipelined(cudaStream_t s, const GemmShape& g, const __nv_bfloat16*
   if (g.M <= 0 || g.N <= 0) return;
   check(g.ldc >= g.N && g.lda >= (g.trans_a ? g.M : g.K) && g.ldb >= (g.trans_b ? g.K : g.N),
         name + "a leading dimension is shorter than its row " + shape_text(g));
-
+  check(blocks_for(g.M, kPBM) <= 65535,
+        name + "M needs more than 65535 block rows (grid.y) " + shape_text(g));
   if (splits <= 0) splits = gemm_mma_pipelined_auto_splits(g);
   const int kslices = static_cast<int>(blocks_for(g.K, kPBK));
   splits = std::min(splits, kslices);
