@@ -16,6 +16,12 @@ namespace ada::cuda {
 
 constexpr double kFp32Tol = 1e-5;
 
+// A GEMM whose operands are bf16 already (gemm_mma_pipelined against cuBLAS
+// on the same bf16 inputs): products are exact, only the fp32 summation order
+// differs (relative error ~1e-6 at K = 16384), so a wrong fragment or a lost
+// slice, errors of order 1, cannot hide under it.
+constexpr double kBf16OperandTol = 1e-3;
+
 inline double gemm_tolerance(GemmPrecision p) {
   return p == GemmPrecision::Fp32 ? kFp32Tol : p == GemmPrecision::Tf32 ? 5e-3 : 2e-2;
 }

@@ -18,6 +18,9 @@
 // 5e-3 tf32, 2e-2 bf16). A line over it ends in FAIL, and bench_gpu then
 // exits with status 1 after everything else has run, its last line naming
 // the failed shapes (gpu_check.sh shows a failed stage's last lines).
+// The "bf16mma" lines time gemm_mma_pipelined (cuda/gemm_mma.h, the
+// cp.async / ldmatrix / mma.sync GEMM of issue 13) on bf16 operands against
+// cuBLAS GemmEx on the same bf16 inputs (tolerance kBf16OperandTol, 1e-3).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -30,6 +33,7 @@
 #include "agreement.h"
 #include "core/rng.h"
 #include "cuda_backend.h"
+#include "gemm_mma.h"
 #include "open_gpu.h"
 #include "methods/registry.h"
 #include "train/flags.h"
@@ -144,6 +148,17 @@ cuda::Agreement compare_with_cublas(CudaBackend& be, GemmPrecision p, const cuda
   return cuda::agreement(h[0], h[1], cuda::gemm_tolerance(p));
 }
 
+// Whether the comma-separated `list` names `name` ("bf16" is not in "bf16mma").
+bool listed(const std::string& list, const std::string& name) {
+  size_t b = 0;
+  while (b <= list.size()) {
+    const size_t e = std::min(list.find(',', b), list.size());
+    if (list.compare(b, e - b, name) == 0) return true;
+    b = e + 1;
+  }
+  return false;
+}
+
 // Returns the GEMMs whose output disagreed with cuBLAS's ("bf16 head y=xW^T").
 std::vector<std::string> bench_gemms(CudaBackend& be, int N, int D, int F, int V, int reps,
                                      const std::string& precisions) {
@@ -155,6 +170,7 @@ std::vector<std::string> bench_gemms(CudaBackend& be, int N, int D, int F, int V
     nc = std::max(nc, (size_t)c.g.M * c.g.ldc);
     for (GemmPrecision p : {GemmPrecision::Fp32, GemmPrecision::Tf32, GemmPrecision::Bf16})
       nw = std::max(nw, cuda::gemm_work_bytes(c.g, cuda::gemm_auto_splits(p, c.g)) / sizeof(float));
+    nw = std::max(nw, cuda::gemm_mma_pipelined_work_bytes(c.g, cuda::gemm_mma_pipelined_auto_splits(c.g)) / sizeof(float));
   }
   nw = std::max(nw, cuda::max_abs_diff_work_bytes(nc) / sizeof(float) + 1);
   Buffer A(na), B(nb), C(nc), Cref(nc), work(nw), maxima(2);
@@ -178,7 +194,7 @@ std::vector<std::string> bench_gemms(CudaBackend& be, int N, int D, int F, int V
               "TFLOP/s", "cuBLAS ms", "cuBLAS TF", "ratio", "rel err");
   std::vector<std::string> failed;
   for (GemmPrecision p : {GemmPrecision::Fp32, GemmPrecision::Tf32, GemmPrecision::Bf16}) {
-    if (precisions.find(cuda::gemm_precision_name(p)) == std::string::npos) continue;
+    if (!listed(precisions, cuda::gemm_precision_name(p))) continue;
     double ours_total = 0, ref_total = 0;
     for (auto& c : cases) {
       const int splits = cuda::gemm_auto_splits(p, c.g);
@@ -197,6 +213,33 @@ std::vector<std::string> bench_gemms(CudaBackend& be, int N, int D, int F, int V
     }
     std::printf("%-5s %-18s %35.3f %9s %9.3f %9s %6.2fx   (all shapes)\n", cuda::gemm_precision_name(p), "total",
                 ours_total, "", ref_total, "", ref_total / ours_total);
+  }
+  // gemm_mma_pipelined (cuda/gemm_mma.h): bf16 operands already in memory (no
+  // conversion inside), the same shapes against cuBLAS GemmEx on the same bf16
+  // inputs. Only the fp32 summation order differs, so the tolerance is
+  // agreement.h's kBf16OperandTol, not the bf16-rounding one.
+  if (listed(precisions, "bf16mma")) {
+    double ours_total = 0, ref_total = 0;
+    for (auto& c : cases) {
+      const int splits = cuda::gemm_mma_pipelined_auto_splits(c.g);
+      const double flop = 2.0 * c.g.M * c.g.N * (double)c.g.K;
+      const double ms =
+          time_ms(be, [&] { cuda::gemm_mma_pipelined(be.stream, c.g, A16, B16, C.p, false, work.p, splits); }, reps);
+      const double ref = time_ms(be, [&] { cublas_gemm(h, GemmPrecision::Bf16, c.g, A16, B16, Cref.p); }, reps);
+      ours_total += ms, ref_total += ref;
+      const size_t n = (size_t)c.g.M * c.g.ldc;
+      cuda::max_abs_diff(be.stream, maxima.p, C.p, Cref.p, n, work.p);
+      float mx[2];
+      be.to_host(mx, maxima.p, 2);
+      const cuda::Agreement ag = cuda::agreement(mx[0], mx[1], cuda::kBf16OperandTol);
+      if (!ag.ok) failed.push_back("bf16mma " + c.name);
+      std::printf("%-7s %-16s %6d %6d %6d %4d %9.3f %9.1f %9.3f %9.1f %6.2fx %9.2e%s\n", "bf16mma", c.name.c_str(),
+                  c.g.M, c.g.N, c.g.K, splits, ms, flop / ms / 1e9, ref, flop / ref / 1e9, ref / ms, ag.rel_err,
+                  ag.ok ? "" : " FAIL");
+      std::fflush(stdout);
+    }
+    std::printf("%-7s %-16s %35.3f %9s %9.3f %9s %6.2fx   (all shapes)\n", "bf16mma", "total", ours_total, "", ref_total,
+                "", ref_total / ours_total);
   }
   cublasDestroy(h);
   CUDA_CHECK(cudaFree(A16));
@@ -381,14 +424,14 @@ int main(int argc, char** argv) {
   try {
     int batch = 16, seq = 1024, steps = 5, reps = 10;
     double peak = 989;
-    std::string methods = "standard,adaponder", gemms = "fp32,tf32,bf16", parts = "gemm,kernels,steps";
+    std::string methods = "standard,adaponder", gemms = "fp32,tf32,bf16,bf16mma", parts = "gemm,kernels,steps";
     Flags f("bench_gpu", "GPU kernel and training-step throughput on the 70m shapes, with cuBLAS as the yardstick.");
     f.add("--batch", &batch, "sequences per step (B)");
     f.add("--seq", &seq, "sequence length (T)");
     f.add("--steps", &steps, "timed training steps per method (after 2 warm-up steps)");
     f.add("--reps", &reps, "timed repetitions per kernel (after 1 warm-up)");
     f.add("--methods", &methods, "comma-separated methods for the whole-step benchmark");
-    f.add("--gemms", &gemms, "GEMM precisions to benchmark: fp32, tf32, bf16 (the steps use ADA_GEMM, default bf16)");
+    f.add("--gemms", &gemms, "GEMMs to benchmark: fp32, tf32, bf16 (gemm() at that precision), bf16mma (gemm_mma_pipelined on bf16 operands); the steps use ADA_GEMM, default bf16");
     f.add("--parts", &parts, "what to run: gemm, kernels, steps");
     f.add("--peak", &peak, "dense bf16 peak of the GPU in TFLOP/s, for MFU");
     if (!f.parse(argc, argv)) return 0;

@@ -112,7 +112,8 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, const fl
   cuda::GemmShape g;
   g.trans_a = trans_a, g.trans_b = trans_b, g.M = M, g.N = N, g.K = K, g.lda = lda, g.ldb = ldb, g.ldc = ldc;
   const int splits = cuda::gemm_auto_splits(gemm_, g);
-  void* work = splits > 1 ? workspace(cuda::gemm_work_bytes(g, splits)) : nullptr;
+  const size_t work_bytes = cuda::gemm_work_bytes(gemm_, g, splits);
+  void* work = work_bytes > 0 ? workspace(work_bytes) : nullptr;
   cuda::gemm(stream, gemm_, g, A, B, C, accumulate, work, splits);
 }
 

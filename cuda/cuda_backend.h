@@ -13,7 +13,7 @@
 // through a pinned staging ring, so they do not wait for the GPU either.
 //
 // Matrix products run on tensor cores (bf16 inputs, fp32 accumulation) by
-// default; ADA_GEMM=fp32|bf16|tf32 in the environment, or set_gemm(), picks
+// default; ADA_GEMM=fp32|bf16|tf32|bf16mma in the environment, or set_gemm(), picks
 // the path (cuda/gemm.cu).
 //
 // Under the host runner (tests, no GPU) the same code runs on the CPU:

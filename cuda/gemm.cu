@@ -38,6 +38,7 @@
 #include "compat.h"
 #include "launch.h"
 #include "device_util.h"
+#include "gemm_mma.h"
 #include "kernels.h"
 
 // WMMA with bf16 and tf32 inputs exists from sm_80: a device pass for an
@@ -288,6 +289,64 @@ __global__ void __launch_bounds__(kThreads)
   *c = accumulate ? *c + t : t;
 }
 
+// ==== Bf16Mma: bf16 copies, then gemm_mma_pipelined ============================
+// dst (rows_pad, ldd) = src (rows, cols; leading dimension lds) rounded to
+// bf16, zero past rows and cols: a copy with 16-byte rows that the
+// pipelined kernel can read with cp.async, and a K padded to a multiple of 8
+// with zeros (which add nothing).
+__global__ void __launch_bounds__(kThreads) to_bf16_padded_kernel(__nv_bfloat16* dst, int ldd, int rows_pad,
+                                                                  const float* src, int lds, int rows, int cols) {
+  const size_t n = static_cast<size_t>(rows_pad) * ldd;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int r = static_cast<int>(i / ldd), c = static_cast<int>(i % ldd);
+    dst[i] = __float2bfloat16(r < rows && c < cols ? src[static_cast<size_t>(r) * lds + c] : 0.0f);
+  }
+}
+
+int round8(int x) { return (x + 7) / 8 * 8; }
+
+// Whether gemm_mma_pipelined takes the shape once A and B are padded copies.
+bool mma_eligible(const GemmShape& g) {
+  return g.K > 0 && (!g.trans_a || g.M % 8 == 0) && (g.trans_b || g.N % 8 == 0) && blocks_for(g.M, 128) <= 65535;
+}
+
+// The shape of the product on the copies: K rounded up to 8, rows of 16 bytes.
+GemmShape mma_shape(const GemmShape& g) {
+  GemmShape m = g;
+  m.K = round8(g.K);
+  m.lda = g.trans_a ? round8(g.M) : m.K;
+  m.ldb = g.trans_b ? m.K : round8(g.N);
+  return m;
+}
+
+constexpr size_t kWorkAlign = 256;
+size_t align_up(size_t b) { return (b + kWorkAlign - 1) / kWorkAlign * kWorkAlign; }
+// Bytes of the two copies (rows of the stored matrix x its leading dimension).
+size_t mma_copy_a_bytes(const GemmShape& m) {
+  return align_up(static_cast<size_t>(m.trans_a ? m.K : m.M) * m.lda * sizeof(__nv_bfloat16));
+}
+size_t mma_copy_b_bytes(const GemmShape& m) {
+  return align_up(static_cast<size_t>(m.trans_b ? m.N : m.K) * m.ldb * sizeof(__nv_bfloat16));
+}
+
+void gemm_bf16mma(cudaStream_t s, const GemmShape& g, const float* A, const float* B, float* C, bool accumulate,
+                  void* work, int splits) {
+  check(work != nullptr, "gemm: bf16mma needs a workspace for the bf16 copies (gemm_work_bytes)");
+  const GemmShape m = mma_shape(g);
+  auto* a16 = static_cast<__nv_bfloat16*>(work);
+  auto* b16 = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(work) + mma_copy_a_bytes(m));
+  void* rest = static_cast<char*>(work) + mma_copy_a_bytes(m) + mma_copy_b_bytes(m);
+  const int a_rows = g.trans_a ? g.K : g.M, a_cols = g.trans_a ? g.M : g.K;
+  const int b_rows = g.trans_b ? g.N : g.K, b_cols = g.trans_b ? g.K : g.N;
+  const int a_rows_pad = g.trans_a ? m.K : g.M, b_rows_pad = g.trans_b ? g.N : m.K;
+  launch(to_bf16_padded_kernel, grid_stride_blocks(static_cast<size_t>(a_rows_pad) * m.lda, kThreads), kThreads, 0, s,
+         a16, m.lda, a_rows_pad, A, g.lda, a_rows, a_cols);
+  launch(to_bf16_padded_kernel, grid_stride_blocks(static_cast<size_t>(b_rows_pad) * m.ldb, kThreads), kThreads, 0, s,
+         b16, m.ldb, b_rows_pad, B, g.ldb, b_rows, b_cols);
+  gemm_mma_pipelined(s, m, a16, b16, C, accumulate, rest, splits);
+}
+
 // ==== dispatch ===============================================================
 using KernelFn = void (*)(GemmParams);
 
@@ -314,6 +373,7 @@ const char* gemm_precision_name(GemmPrecision p) {
     case GemmPrecision::Fp32: return "fp32";
     case GemmPrecision::Bf16: return "bf16";
     case GemmPrecision::Tf32: return "tf32";
+    case GemmPrecision::Bf16Mma: return "bf16mma";
   }
   return "?";
 }
@@ -323,10 +383,12 @@ GemmPrecision parse_gemm_precision(const char* name) {
   if (n == "fp32") return GemmPrecision::Fp32;
   if (n == "bf16") return GemmPrecision::Bf16;
   if (n == "tf32") return GemmPrecision::Tf32;
-  fail("unknown GEMM precision '" + n + "' (ADA_GEMM must be fp32, bf16 or tf32)");
+  if (n == "bf16mma") return GemmPrecision::Bf16Mma;
+  fail("unknown GEMM precision '" + n + "' (ADA_GEMM must be fp32, bf16, tf32 or bf16mma)");
 }
 
 int gemm_auto_splits(GemmPrecision p, const GemmShape& g) {
+  if (p == GemmPrecision::Bf16Mma && mma_eligible(g)) return gemm_mma_pipelined_auto_splits(mma_shape(g));
   const long long tiles = (long long)blocks_for(g.M, kTileM) * blocks_for(g.N, kTileN);
   constexpr long long kTargetBlocks = 264;  // two blocks per SM of an H100/H200 (132 SMs)
   constexpr int kMinKPerSplit = 512;
@@ -342,9 +404,23 @@ size_t gemm_work_bytes(const GemmShape& g, int splits) {
   return splits > 1 ? static_cast<size_t>(splits) * g.M * g.N * sizeof(float) : 0;
 }
 
+size_t gemm_work_bytes(GemmPrecision p, const GemmShape& g, int splits) {
+  if (p != GemmPrecision::Bf16Mma || !mma_eligible(g) || g.M <= 0 || g.N <= 0) return gemm_work_bytes(g, splits);
+  const GemmShape m = mma_shape(g);
+  if (splits <= 0) splits = gemm_mma_pipelined_auto_splits(m);
+  return mma_copy_a_bytes(m) + mma_copy_b_bytes(m) + gemm_mma_pipelined_work_bytes(m, splits);
+}
+
 void gemm(cudaStream_t s, GemmPrecision p, const GemmShape& g, const float* A, const float* B, float* C,
           bool accumulate, void* work, int splits) {
   if (g.M <= 0 || g.N <= 0) return;
+  if (p == GemmPrecision::Bf16Mma) {
+    if (mma_eligible(g)) {
+      gemm_bf16mma(s, g, A, B, C, accumulate, work, splits <= 0 ? gemm_auto_splits(p, g) : splits);
+      return;
+    }
+    p = GemmPrecision::Bf16;  // a shape the pipelined kernel refuses
+  }
   if (splits <= 0) splits = gemm_auto_splits(p, g);
   const int slice = k_slice(p);
   const int kslices = static_cast<int>(blocks_for(g.K > 0 ? g.K : 1, slice));

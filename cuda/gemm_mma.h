@@ -1,8 +1,17 @@
-// The seed of the tensor-core GEMM of issue 13: a reference kernel on the
-// warp-level primitives (warp_mma.h), small and slow by design. Each pointer is
-// device memory; the function enqueues on `s` and returns.
+// Tensor-core GEMMs written directly on the warp-level primitives of
+// warp_mma.h (mma.sync, ldmatrix, cp.async), issue 13. Each pointer is device
+// memory; each function enqueues on `s` and returns.
+//
+//   gemm_mma_tile       the seed: one warp per 16 x 8 tile, two stages, A B^T
+//                       only. Small and slow by design; the readable reference.
+//   gemm_mma_pipelined  the real one: 128 x 128 block tiles of 8 warps, a
+//                       3-stage cp.async pipeline, swizzled shared memory,
+//                       every transposition case, split-K, fused accumulate.
 #pragma once
+#include <cstddef>
+
 #include "compat.h"
+#include "kernels.h"
 
 namespace ada::cuda {
 
@@ -10,5 +19,29 @@ namespace ada::cuda {
 // with W stored as the model stores it). M a multiple of 16, N of 8, K of 16
 // (throws ada::Error otherwise). One warp per 16 x 8 output tile.
 void gemm_mma_tile(cudaStream_t s, float* C, const __nv_bfloat16* A, const __nv_bfloat16* B, int M, int N, int K);
+
+// C (M, N) = op(A) op(B)  (+ C when accumulate), with the shape conventions of
+// gemm() (kernels.h, GemmShape: trans_a / trans_b, leading dimensions), but A
+// and B in bf16 and C in fp32 (products exact, sums in fp32). So
+//   y  = x W^T    {trans_a = false, trans_b = true}
+//   dx = dy W     {false, false}
+//   dW = dy^T x   {true, false}       (and {true, true} for completeness).
+// What the 16-byte cp.async copies need (ada::Error otherwise): K a positive
+// multiple of 8; lda and ldb multiples of 8 and A, B 16-byte aligned; the
+// dimension that is contiguous in memory a multiple of 8 (M when trans_a, N
+// when not trans_b; K otherwise, already required). M and N are otherwise
+// free: rows past the end are zero-filled and their stores skipped. C is read
+// only when accumulating.
+// splits > 1: split-K, each of `splits` slices of K writes its partial product
+// to `work` (gemm_mma_pipelined_work_bytes) and a second kernel adds them in
+// slice order (deterministic). splits <= 0 picks gemm_mma_pipelined_auto_splits.
+int gemm_mma_pipelined_auto_splits(const GemmShape& g);
+size_t gemm_mma_pipelined_work_bytes(const GemmShape& g, int splits);
+void gemm_mma_pipelined(cudaStream_t s, const GemmShape& g, const __nv_bfloat16* A, const __nv_bfloat16* B,
+                        float* C, bool accumulate, void* work = nullptr, int splits = 1);
+
+// y[i] = x[i] rounded to bf16 (round to nearest even), i < n: operands for
+// the above from fp32 tensors.
+void convert_f32_to_bf16(cudaStream_t s, __nv_bfloat16* y, const float* x, size_t n);
 
 }  // namespace ada::cuda

@@ -49,10 +49,13 @@ void rope(cudaStream_t s, float* x, int ld, int nheads, const int* pos, int N, i
 //   op(B) (K, Nc): B row-major (K, Nc), or B^T of a row-major (Nc, K) when trans_b
 // Precision: Fp32 = SIMT fp32 FMA; Bf16 / Tf32 = tensor cores (WMMA), the
 // inputs rounded to bf16 / tf32 as tiles are staged in shared memory, products
-// accumulated in fp32.
-enum class GemmPrecision { Fp32, Bf16, Tf32 };
+// accumulated in fp32. Bf16Mma = A and B rounded to bf16 copies in the
+// workspace, then gemm_mma_pipelined (gemm_mma.h: cp.async, ldmatrix,
+// mma.sync); the shapes it refuses (with trans_a an M, without trans_b an N,
+// that is not a multiple of 8) take the Bf16 path.
+enum class GemmPrecision { Fp32, Bf16, Tf32, Bf16Mma };
 const char* gemm_precision_name(GemmPrecision p);
-// "fp32" | "bf16" | "tf32" (throws ada::Error otherwise).
+// "fp32" | "bf16" | "tf32" | "bf16mma" (throws ada::Error otherwise).
 GemmPrecision parse_gemm_precision(const char* name);
 
 struct GemmShape {
@@ -64,8 +67,12 @@ struct GemmShape {
 // tiles to fill the GPU and K is long (weight gradients, dW = dy^T x).
 int gemm_auto_splits(GemmPrecision p, const GemmShape& g);
 size_t gemm_work_bytes(const GemmShape& g, int splits);
+// The workspace gemm() needs at precision p: the above, plus for Bf16Mma the
+// bf16 copies of A and B (0 when nothing is needed).
+size_t gemm_work_bytes(GemmPrecision p, const GemmShape& g, int splits);
 // splits <= 0: gemm_auto_splits. Split-K slices write partial products to
 // `work` and a second kernel adds them in slice order (deterministic).
+// `work` holds gemm_work_bytes(p, g, splits) bytes.
 void gemm(cudaStream_t s, GemmPrecision p, const GemmShape& g, const float* A, const float* B, float* C,
           bool accumulate, void* work, int splits = 0);
 

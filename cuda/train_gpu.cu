@@ -3,7 +3,7 @@
 //   make train_gpu && ./train_gpu --method adaponder
 // The same flags, data, metrics and checkpoints as train_cpu (the same
 // Trainer, instantiated with CudaBackend); only the default --config differs
-// (70m). ADA_GEMM=fp32|bf16|tf32 picks the matrix-product path.
+// (70m). ADA_GEMM=fp32|bf16|tf32|bf16mma picks the matrix-product path.
 // Built for every GPU from compute capability 8.0 (Ampere) on (open_gpu.h,
 // gpu_arch.h); without a usable GPU it exits at once with one line:
 //   error: no usable CUDA GPU: <reason>

@@ -297,7 +297,7 @@ TEST_P(CudaGemm, SplitKAndTransposes) {
             want[static_cast<size_t>(m) * s.ldc + n] += static_cast<float>(acc);
           }
         Dev<float> d_A(g, A), d_B(g, B), d_C(g, C0);
-        ada::DeviceArray<Gpu, char> work(g, ada::cuda::gemm_work_bytes(s, splits) + 1);
+        ada::DeviceArray<Gpu, char> work(g, ada::cuda::gemm_work_bytes(p, s, splits) + 1);
         ada::cuda::gemm(g.stream, p, s, d_A.p(), d_B.p(), d_C.p(), true, work.data(), splits);
         expect_close(std::string("gemm ") + ada::cuda::gemm_precision_name(p) + (ta ? " A^T" : " A") +
                          (tb ? " B^T" : " B") + " splits=" + std::to_string(splits) + " (strided, +=)",
@@ -307,7 +307,8 @@ TEST_P(CudaGemm, SplitKAndTransposes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, CudaGemm,
-                         ::testing::Values(GemmPrecision::Fp32, GemmPrecision::Bf16, GemmPrecision::Tf32),
+                         ::testing::Values(GemmPrecision::Fp32, GemmPrecision::Bf16, GemmPrecision::Tf32,
+                                           GemmPrecision::Bf16Mma),
                          [](const auto& info) { return std::string(ada::cuda::gemm_precision_name(info.param)); });
 
 // ---- attention -----------------------------------------------------------------

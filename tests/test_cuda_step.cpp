@@ -190,7 +190,7 @@ struct Tolerances {
 void compare_step(const Variant& v, GemmPrecision p, const Tolerances& tol) {
   Cpu cpu;
   Gpu gpu(p);
-  const bool bf16 = p == GemmPrecision::Bf16;
+  const bool bf16 = p == GemmPrecision::Bf16 || p == GemmPrecision::Bf16Mma;
   const ada::MethodOptions& opts = bf16 ? v.bf16_opts : v.opts;
   const double scale = bf16 ? v.bf16_scale : v.scale;
   const StepResult want = run_step(cpu, v.method, opts, scale);
@@ -247,6 +247,12 @@ TEST_P(CudaStep, Fp32MatchesCpu) { compare_step(GetParam(), GemmPrecision::Fp32,
 
 TEST_P(CudaStep, Bf16TensorCoresCloseToCpu) {
   compare_step(GetParam(), GemmPrecision::Bf16, {1e-3, 0.25, 2.0});
+}
+
+// The same through gemm_mma_pipelined (ADA_GEMM=bf16mma): the same rounding of
+// the inputs to bf16, so the same tolerances.
+TEST_P(CudaStep, Bf16MmaPipelinedCloseToCpu) {
+  compare_step(GetParam(), GemmPrecision::Bf16Mma, {1e-3, 0.25, 2.0});
 }
 
 INSTANTIATE_TEST_SUITE_P(Methods, CudaStep, ::testing::ValuesIn(variants()),
