@@ -8,14 +8,13 @@
 // destinations read before their wait are poison (NaN); `make test_gpu` runs
 // the same tests on the GPU.
 //
-// What the runner does not show here: the per-slice __syncthreads of the
-// pipeline. The runner resumes threads round-robin and a warp only gets past
-// a warp collective (ldmatrix, mma) when all its lanes reach it, so the warps
-// stay within one collective of each other and a stage is never refilled
-// while another warp still reads it, barrier or not (checked by deleting the
-// barrier: these tests still pass). That barrier rests on the argument in
-// cuda/gemm_mma.cu; a missing or off-by-one cp.async wait, by contrast, reads
-// the poison and fails every test here (checked likewise).
+// The per-slice __syncthreads of the pipeline: the race check's second run
+// lets each warp run ahead to the next block barrier (Config::warp_runahead),
+// so without that barrier a warp refills a stage another warp still reads
+// and every test here fails with a race report (checked by deleting it; with
+// warps interleaved only, as before run-ahead existed, they all passed). A
+// missing or off-by-one cp.async wait reads the poison and fails every test
+// here too (checked likewise).
 //
 // Tolerance. The inputs are bf16 values, so every product a b is exact in
 // fp32; what differs from the double reference is only the fp32 rounding of

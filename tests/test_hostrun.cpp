@@ -885,6 +885,54 @@ __global__ void sum_256_missing_barrier(const float* in, float* out, int n) {
   if (t == 0) out[blockIdx.x] = s[0];
 }
 
+// Two warps exchange values through shared memory but synchronise only
+// within each warp (__syncwarp): a bug on a GPU, where one warp may run
+// ahead of the other, and one that a resume order cycling over the whole
+// block can hide, because the warps then stay within one warp-level
+// operation of each other. With warp run-ahead (Config::warp_runahead) warp
+// 0 finishes its loop before warp 1 starts and reads values warp 1 has not
+// written; the race check, whose second run toggles run-ahead, reports it.
+// The twin with __syncthreads passes both ways.
+template <bool kBlockBarrier>
+__global__ void warp_exchange(int* out) {
+  __shared__ int s[2][32];
+  const int t = static_cast<int>(threadIdx.x), w = t / 32, lane = t % 32;
+  int acc = 0;
+  for (int i = 0; i < 4; ++i) {
+    s[w][lane] = 1000 * i + t;
+    if (kBlockBarrier) __syncthreads();
+    else __syncwarp();
+    acc += s[1 - w][lane];
+    if (kBlockBarrier) __syncthreads();
+    else __syncwarp();
+  }
+  out[t] = acc;
+}
+
+TEST(HostRun, WarpRunaheadExposesAMissingBlockBarrierBetweenWarps) {
+  std::vector<int> want(64);
+  for (int t = 0; t < 64; ++t) want[t] = 6000 + 4 * ((t + 32) % 64);
+  DeviceArray<int> out(64);
+  for (Order order : {Order::Shuffle, Order::Reverse, Order::Forward}) {
+    for (bool runahead : {false, true}) {
+      Config c = with_order(order);
+      c.warp_runahead = runahead;
+      ScopedConfig cfg(c);
+      ada::launch(warp_exchange<true>, 1, 64, 0, nullptr, out.get());
+      EXPECT_EQ(out.download(), want) << "order " << int(order) << " runahead " << runahead;
+      if (runahead) {  // the buggy kernel reads the other warp's unwritten (poisoned) values
+        ada::launch(warp_exchange<false>, 1, 64, 0, nullptr, out.get());
+        EXPECT_NE(out.download(), want) << "order " << int(order);
+      }
+    }
+    ScopedConfig cfg(race_checked(order));  // interleaved, then running ahead
+    ada::launch(warp_exchange<true>, 1, 64, 0, nullptr, out.get());
+    EXPECT_EQ(out.download(), want) << "order " << int(order);
+    expect_error([&] { ada::launch(warp_exchange<false>, 1, 64, 0, nullptr, out.get()); },
+                 "warps running ahead");
+  }
+}
+
 TEST(HostRun, RaceCheckReportsSharedMemoryRaces) {
   for (Order order : {Order::Shuffle, Order::Reverse, Order::Forward}) {
     ScopedConfig cfg(race_checked(order));
@@ -1025,7 +1073,9 @@ TEST(HostRun, RaceCheckToleratesAtomicOrder) {
   EXPECT_NE(sum_in(with_order(Order::Forward)), sum_in(with_order(Order::Reverse)));
   // ... and the race check accepts it (and keeps one of them).
   const float got = sum_in(race_checked(Order::Forward));
-  EXPECT_EQ(got, sum_in(with_order(Order::Reverse)));
+  Config second = with_order(Order::Reverse);  // the race check's second run: reverse order, warps running ahead
+  second.warp_runahead = true;
+  EXPECT_EQ(got, sum_in(second));
   // The runner's own tests of atomics and the smoke file pass under it too.
   ScopedConfig cfg(race_checked(Order::Shuffle));
   EXPECT_EQ(ada::smoke::self_check(), "");

@@ -111,6 +111,7 @@ Config config_from_env() {
   }
   if (const char* s = std::getenv("ADA_HOSTRUN_POISON")) c.poison_shared = std::atoi(s) != 0;
   if (const char* s = std::getenv("ADA_HOSTRUN_RACECHECK")) c.race_check = std::atoi(s) != 0;
+  if (const char* s = std::getenv("ADA_HOSTRUN_RUNAHEAD")) c.warp_runahead = std::atoi(s) != 0;
   if (const char* s = std::getenv("ADA_HOSTRUN_RACECHECK_BLOCKS"))
     c.race_check_blocks = static_cast<unsigned>(std::strtoul(s, nullptr, 10));
   return c;
@@ -380,14 +381,16 @@ void Runner::run_block_twice(uint3 bidx, uint64_t block_linear) {
 
   const Config saved = run_cfg_;
   auto name = [](const Config& c) {
-    return c.order == Order::Forward   ? std::string("forward")
-           : c.order == Order::Reverse ? std::string("reverse")
-                                       : "shuffled (seed " + std::to_string(c.seed) + ")";
+    return (c.order == Order::Forward   ? std::string("forward")
+            : c.order == Order::Reverse ? std::string("reverse")
+                                        : "shuffled (seed " + std::to_string(c.seed) + ")") +
+           (c.warp_runahead ? ", warps running ahead" : ", warps interleaved");
   };
   Config second = saved;
   if (saved.order == Order::Forward) second.order = Order::Reverse;
   else if (saved.order == Order::Reverse) second.order = Order::Forward;
   else second.seed = saved.seed ^ 0x9e3779b97f4a7c15ull;
+  second.warp_runahead = !saved.warp_runahead;  // one run interleaves the warps, the other lets each run ahead
   run_cfg_ = second;
   struct Restore {
     Runner& r;
@@ -469,6 +472,16 @@ void Runner::run_block() {
 // Returns the next thread to resume (NotStarted or Ready) in the current
 // order, continuing from the cursor and wrapping around; -1 when none can run.
 ADA_HOSTRUN_HOT int Runner::pick_next() {
+  // A runnable lane of the same warp first (not for a block's first pick,
+  // when current_ names a thread that has not run).
+  if (run_cfg_.warp_runahead && current_ < n_ && threads_[current_].state != State::NotStarted) {
+    const unsigned base = current_ & ~31u, lanes = std::min(32u, n_ - base);
+    for (unsigned k = 1; k <= lanes; ++k) {
+      const unsigned t = base + (current_ - base + k) % lanes;
+      const State s = threads_[t].state;
+      if (s == State::NotStarted || s == State::Ready) return static_cast<int>(t);
+    }
+  }
   for (unsigned k = 0; k < n_; ++k) {
     if (cursor_ >= n_) cursor_ = 0;
     const unsigned t = order_[cursor_++];

@@ -27,7 +27,7 @@ namespace ada::hostrun {
 // Configuration (tests may change it; the defaults come from the environment:
 // ADA_HOSTRUN_ORDER=shuffle|reverse|forward, ADA_HOSTRUN_SEED=<n>,
 // ADA_HOSTRUN_STACK_KB=<n>, ADA_HOSTRUN_POISON=0|1, ADA_HOSTRUN_RACECHECK=0|1,
-// ADA_HOSTRUN_RACECHECK_BLOCKS=<n>).
+// ADA_HOSTRUN_RACECHECK_BLOCKS=<n>, ADA_HOSTRUN_RUNAHEAD=0|1).
 
 // The order in which a block's runnable threads are resumed. Shuffle (seeded by
 // seed, block index and barrier phase; reproducible run to run) exposes a
@@ -53,6 +53,15 @@ struct Config {
   // evenly from the first to the last (the others run once); 0 checks every
   // block. For tests whose device memory is too large to copy per block.
   unsigned race_check_blocks = 0;
+  // Warp run-ahead: when a thread blocks, the next one to run is a runnable
+  // lane of its own warp, so each warp runs on until all its lanes wait at a
+  // __syncthreads() (or end) before another warp resumes -- as far ahead of
+  // the others as a warp can get on a GPU. Without it the resume order cycles
+  // over the whole block and the warps stay within one warp-level operation
+  // of each other, which hides a missing __syncthreads() between warps that
+  // only synchronise within themselves (ldmatrix, mma, __syncwarp). The race
+  // check's second run toggles it.
+  bool warp_runahead = false;
 };
 
 Config config();
