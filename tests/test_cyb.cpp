@@ -50,6 +50,23 @@ struct CybCase : MethodCase<CybMethod<Bd>> {
   }
 };
 
+// One supervised token through CybToken with o's schedule (W = o.pauses + 1
+// steps, x = o_DK - LSE and log r per step): returns loss_t and writes the
+// gradients (times scale) and the greedy step where the pointers are non-null.
+double token_loss(const CybOptions& o, const std::vector<double>& x, const std::vector<double>& lp, double scale,
+                  bool anytime, double* g_lp = nullptr, double* g_lse = nullptr, double* g_dk = nullptr,
+                  double* steps = nullptr) {
+  std::vector<double> lw, lgt, lg;
+  CybMethod<Bd>(o).schedule(lw, lgt, lg);
+  const int W = o.pauses + 1, sup = 1;
+  std::vector<double> a(W), b(W), c(W);
+  double loss, greedy, st;
+  CybToken<double>{W, x.data(), lp.data(), &sup, lw.data(), lgt.data(), lg.data(), scale, &loss, &greedy, &st,
+                   g_lp ? g_lp : a.data(), g_lse ? g_lse : b.data(), g_dk ? g_dk : c.data(), anytime ? 1 : 0}(0);
+  if (steps) *steps = st;
+  return loss;
+}
+
 }  // namespace
 
 // The per-token arithmetic against the definition evaluated directly:
@@ -61,16 +78,9 @@ TEST(Cyb, TokenLossMatchesDefinitionAndDifferences) {
   for (std::string deadline : {"last", "uniform"}) {
     CybOptions o;
     o.pauses = W - 1, o.deadline = deadline, o.gamma0 = 0.9;
-    CybMethod<Bd> meth(o);
     std::vector<double> lw, lgt, lg;
-    meth.schedule(lw, lgt, lg);
-    int sup = 1;
-    auto run = [&](double* g_lp, double* g_lse, double* g_dk) {
-      double loss, greedy, steps, a[W], b[W], c[W];
-      CybToken<double>{W, x.data(), lp.data(), &sup, lw.data(), lgt.data(), lg.data(), 1.0, &loss, &greedy, &steps,
-                       g_lp ? g_lp : a, g_lse ? g_lse : b, g_dk ? g_dk : c, 0}(0);
-      return loss;
-    };
+    CybMethod<Bd>(o).schedule(lw, lgt, lg);
+    auto run = [&](double* g_lp, double* g_lse, double* g_dk) { return token_loss(o, x, lp, 1.0, false, g_lp, g_lse, g_dk); };
     // direct evaluation
     double A = 0, Dprev = 1;
     for (int i = 0; i < W; i++) {
@@ -95,14 +105,9 @@ TEST(Cyb, WarmupTokenLossIsTheMeanOverSteps) {
   std::vector<double> x = {0.7, -0.3, 1.9, -2.2}, lp = {-2.1, -0.4, -1.3, -0.9};
   CybOptions o;
   o.pauses = W - 1;
-  CybMethod<Bd> meth(o);
-  std::vector<double> lw, lgt, lg;
-  meth.schedule(lw, lgt, lg);
-  int sup = 1;
   auto run = [&](double* g_lp, double* g_lse, double* g_dk) {
-    double loss, greedy, steps, a[W], b[W], c[W];
-    CybToken<double>{W, x.data(), lp.data(), &sup, lw.data(), lgt.data(), lg.data(), 0.5, &loss, &greedy, &steps,
-                     g_lp ? g_lp : a, g_lse ? g_lse : b, g_dk ? g_dk : c, 1}(0);
+    double steps = 0;
+    const double loss = token_loss(o, x, lp, 0.5, true, g_lp, g_lse, g_dk, &steps);
     EXPECT_EQ(steps, 2.0);  // the greedy step is reported as outside the warm-up
     return loss;
   };

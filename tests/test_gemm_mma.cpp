@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "bf16_bits.h"
 #include "compat.h"
 #include "cuda_test_array.h"
 #include "gemm_mma.h"
@@ -46,22 +47,9 @@
 namespace {
 
 using ada::cuda::GemmShape;
+using ada::test::bf16_rne;
 using ada::test::DeviceArray;
-
-// Round to nearest even, as __float2bfloat16 (finite values and infinities).
-uint16_t bf16_rne(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-float from_bf16(uint16_t b) {
-  const uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+using ada::test::from_bf16;
 
 const __nv_bfloat16* as_bf16(const DeviceArray<uint16_t>& a) {
   return reinterpret_cast<const __nv_bfloat16*>(a.get());

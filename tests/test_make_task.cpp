@@ -225,6 +225,29 @@ TEST(ChainTask, ClassesAgreeWithAnIndependentReadingOfTheText) {
   EXPECT_FALSE(is_chain_task_classes({"format", "name", "value"}));
 }
 
+namespace {
+
+// The chain lengths of one fused line, read back from its M assignment
+// tokens (a link token names its variable and its parent, a root token its
+// variable): root letter -> number of variables in its chain.
+std::map<int, int> chain_lengths(const int32_t* line, int M) {
+  std::map<int, int> parent;  // letter -> parent letter (-1 for a root)
+  for (int i = 0; i < M; i++) {
+    if (line[i] >= kFusedLink) parent[(line[i] - kFusedLink) / kFusedMaxLetters] = (line[i] - kFusedLink) % kFusedMaxLetters;
+    else parent[(line[i] - kFusedRoot) / 10] = -1;
+  }
+  EXPECT_EQ(parent.size(), size_t(M)) << "every variable assigned once";
+  std::map<int, int> size;
+  for (auto& [v, p] : parent) {
+    int r = v;
+    while (parent.at(r) >= 0) r = parent.at(r);
+    size[r]++;
+  }
+  return size;
+}
+
+}  // namespace
+
 // --split equal: every chain of every line has M / R variables (read back
 // from the fused text: a link token names its variable and its parent), the
 // answers need 1 .. M / R lookups, each count occurring; the classes still
@@ -245,19 +268,7 @@ TEST(ChainTask, EqualSplitGivesChainsOfOneLength) {
     check_programs(t, cls, o, hops);
     EXPECT_EQ(hops.size(), size_t(M / R)) << "every hop count occurs";
     for (size_t line = 0; line < lines; line++) {
-      const int32_t* a = &t[line * o.line_tokens()];
-      std::map<int, int> parent;  // letter -> parent letter (-1 for a root)
-      for (int i = 0; i < M; i++) {
-        if (a[i] >= kFusedLink) parent[(a[i] - kFusedLink) / kFusedMaxLetters] = (a[i] - kFusedLink) % kFusedMaxLetters;
-        else parent[(a[i] - kFusedRoot) / 10] = -1;
-      }
-      ASSERT_EQ(parent.size(), size_t(M));
-      std::map<int, int> size;  // root letter -> chain length
-      for (auto& [v, p] : parent) {
-        int r = v;
-        while (parent.at(r) >= 0) r = parent.at(r);
-        size[r]++;
-      }
+      const std::map<int, int> size = chain_lengths(&t[line * o.line_tokens()], M);
       ASSERT_EQ(size.size(), size_t(R));
       for (auto& kv : size) ASSERT_EQ(kv.second, M / R) << "line " << line;
     }
@@ -266,22 +277,8 @@ TEST(ChainTask, EqualSplitGivesChainsOfOneLength) {
   ChainTaskOptions o;
   const auto t = task_tokens(o, 200, 5);
   int unequal = 0;
-  for (size_t line = 0; line < 200; line++) {
-    int roots = 0;
-    std::map<int, int> parent;
-    for (int i = 0; i < o.assignments; i++) {
-      const int32_t id = t[line * o.line_tokens() + i];
-      if (id >= kFusedLink) parent[(id - kFusedLink) / kFusedMaxLetters] = (id - kFusedLink) % kFusedMaxLetters;
-      else parent[(id - kFusedRoot) / 10] = -1, roots++;
-    }
-    std::map<int, int> size;
-    for (auto& [v, p] : parent) {
-      int r = v;
-      while (parent.at(r) >= 0) r = parent.at(r);
-      size[r]++;
-    }
-    unequal += size.begin()->second != 3;
-  }
+  for (size_t line = 0; line < 200; line++)
+    unequal += chain_lengths(&t[line * o.line_tokens()], o.assignments).begin()->second != 3;
   EXPECT_GT(unequal, 100);
 }
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bf16_bits.h"
 #include "compat.h"
 #include "cuda_test_array.h"
 #include "gemm_mma.h"
@@ -30,13 +31,9 @@ namespace {
 
 using ada::cuda::pack_b16x2;
 using ada::test::DeviceArray;
+using ada::test::from_bf16;
 
 
-float bits_to_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
 uint32_t float_to_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
@@ -49,7 +46,6 @@ uint16_t to_bf16(float v) {
   EXPECT_EQ(u & 0xffffu, 0u) << v << " is not a bf16 value";
   return static_cast<uint16_t>(u >> 16);
 }
-float from_bf16(uint16_t b) { return bits_to_float(uint32_t(b) << 16); }
 
 uint16_t to_f16(float v) {  // normal values and zero only
   if (v == 0.0f) return 0;

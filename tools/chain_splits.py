@@ -34,7 +34,10 @@ def main(shard, per_token):
     acc = collections.defaultdict(lambda: [0, 0, 0.0])
     start = 0
     while start < len(toks):
-        end = toks.index(ord('\n'), start) if ord('\n') in toks[start:] else len(toks)
+        try:
+            end = toks.index(ord('\n'), start)
+        except ValueError:  # the last line has no newline
+            end = len(toks)
         line = toks[start:end]
         parent = {}
         for t in line:

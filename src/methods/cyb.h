@@ -301,17 +301,16 @@ class CybMethod : public Method<Bk> {
     // discounted target probability beats answering now: max_{i>1} gamma_i r_i > r_1.
     std::vector<double> logr;
     target_log_probs(m, logr);
-    std::vector<int> sup(n_);
-    m.be.to_host(sup.data(), d_sup_, n_);
     std::vector<double> nll_at(W_, 0.0);
     double pays = 0;
+    const double log_gamma0 = std::log(o_.gamma0);
     for (int t = 0; t < n_; t++) {
-      if (!sup[t]) continue;
+      if (std::isnan(nll[t])) continue;  // not supervised (per_token above)
       const double* lr = &logr[(size_t)t * W_];
       bool better = false;
       for (int i = 0; i < W_; i++) {
         nll_at[i] -= lr[i];
-        if (i > 0 && i * std::log(o_.gamma0) + lr[i] > lr[0]) better = true;
+        if (i > 0 && i * log_gamma0 + lr[i] > lr[0]) better = true;
       }
       pays += better;
     }
