@@ -362,8 +362,9 @@ void bench_steps(CudaBackend& be, const std::string& methods, int B, int T, int 
               peak);
   std::printf("  memory (MiB): state = parameters, gradients, AdamW m and v; act = the activations' arena at its peak, used\n"
               "  and reserved (as train_gpu's end-of-run memory line); device = cudaMemGetInfo's used memory after the steps\n");
-  std::printf("%-10s %-5s %10s %10s %9s %7s %8s %8s %8s %8s %8s\n", "method", "gemm", "ms/step", "tok/s", "TFLOP/s", "MFU",
-              "passes", "state", "act", "act resv", "device");
+  std::printf("  waits = the host's waits for the GPU per step (gate reads that size launches, the statistics, the step's end)\n");
+  std::printf("%-10s %-5s %10s %10s %9s %7s %8s %6s %8s %8s %8s %8s\n", "method", "gemm", "ms/step", "tok/s", "TFLOP/s", "MFU",
+              "passes", "waits", "state", "act", "act resv", "device");
   size_t start = 0;
   while (start <= methods.size()) {
     size_t end = methods.find(',', start);
@@ -383,9 +384,10 @@ void bench_steps(CudaBackend& be, const std::string& methods, int B, int T, int 
     b.B = B, b.T = T;
     for (int i = 0; i < B * T; i++) b.inputs.push_back((int)rng.below(model->cfg.vocab));
     for (int i = 0; i < B * T; i++) b.targets.push_back((int)rng.below(model->cfg.vocab));
-    double flops = 0, secs = 0, passes = 0;
+    double flops = 0, secs = 0, passes = 0, waits = 0;
     for (int it = 0; it < steps + 2; it++) {
       be.sync();
+      const long long waits0 = be.host_waits();
       const auto t0 = std::chrono::steady_clock::now();
       meth->set_step(it + 1000, 10000);
       model->arena.reset();
@@ -401,7 +403,7 @@ void bench_steps(CudaBackend& be, const std::string& methods, int B, int T, int 
       be.sync();
       const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (it >= 2) {
-        secs += dt, flops += st.train_flops;
+        secs += dt, flops += st.train_flops, waits += (double)(be.host_waits() - waits0);
         for (auto& kv : st.halting)
           if (kv.first == "passes") passes += kv.second;
       }
@@ -410,9 +412,9 @@ void bench_steps(CudaBackend& be, const std::string& methods, int B, int T, int 
     const double mib = 1024.0 * 1024.0, state = training_state_bytes((double)n, sizeof(float));
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    std::printf("%-10s %-5s %10.1f %10.0f %9.1f %6.1f%% %8.2f %8.1f %8.1f %8.1f %8.0f\n", name.c_str(),
+    std::printf("%-10s %-5s %10.1f %10.0f %9.1f %6.1f%% %8.2f %6.1f %8.1f %8.1f %8.1f %8.0f\n", name.c_str(),
                 cuda::gemm_precision_name(be.gemm()), secs / steps * 1e3, tok_s, tflops, 100 * tflops / peak,
-                passes / steps, state / mib, model->arena.peak_used() / mib, model->arena.peak_capacity() / mib,
+                passes / steps, waits / steps, state / mib, model->arena.peak_used() / mib, model->arena.peak_capacity() / mib,
                 (double)(total_b - free_b) / mib);
     std::fflush(stdout);
   }

@@ -2,6 +2,7 @@
 // ring, the GEMM dispatch of the four matmul ops, reductions and AdamW.
 #include "cuda_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,8 +21,8 @@ CudaBackend::CudaBackend(cuda::GemmPrecision gemm) : gemm_(gemm) { init(); }
 
 void CudaBackend::init() {
   CUDA_CHECK(cudaStreamCreate(&stream));
-  CUDA_CHECK(cudaMalloc(&d_scalars_, 2 * sizeof(double)));
-  CUDA_CHECK(cudaMemsetAsync(d_scalars_, 0, 2 * sizeof(double), stream));
+  CUDA_CHECK(cudaMalloc(&d_scalars_, kScalars * sizeof(double)));
+  CUDA_CHECK(cudaMemsetAsync(d_scalars_, 0, kScalars * sizeof(double), stream));
   CUDA_CHECK(cudaMallocHost(&staging_, 2 * kStagingHalf));
   for (auto& e : half_done_) CUDA_CHECK(cudaEventCreate(&e));
 }
@@ -67,7 +68,10 @@ void CudaBackend::memset_zero(void* p, size_t bytes) {
   if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream));
 }
 
-void CudaBackend::sync() { CUDA_CHECK(cudaStreamSynchronize(stream)); }
+void CudaBackend::sync() {
+  host_waits_++;
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
 
 void* CudaBackend::stage_upload(size_t bytes) {
   const size_t need = (bytes + 255) & ~size_t(255);
@@ -89,6 +93,7 @@ void CudaBackend::upload(void* dst, const void* staged, size_t bytes) {
 }
 
 void CudaBackend::download(void* dst, const void* src, size_t bytes) const {
+  host_waits_++;
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
@@ -141,10 +146,25 @@ void CudaBackend::matmul_nn_backward(float* dx, float* dW, const float* dy, cons
 
 // ---- reductions and the optimizer ------------------------------------------------------
 double CudaBackend::sum(const float* x, size_t n) {
-  cuda::reduce_sum(stream, d_scalars_ + 1, x, n, false, workspace(cuda::reduce_work_bytes(n)));
   double r = 0;
-  download(&r, d_scalars_ + 1, sizeof r);
+  sums({{x, n}}, &r);
   return r;
+}
+
+void CudaBackend::sums(const std::vector<SumOf>& xs, double* out) {
+  // Slot 0 (the gradient's sum of squares) travels with the results; up to
+  // kScalars - 1 sums per download.
+  for (size_t i0 = 0; i0 < xs.size(); i0 += kScalars - 1) {
+    const size_t k = std::min(xs.size() - i0, static_cast<size_t>(kScalars - 1));
+    for (size_t i = 0; i < k; i++) {
+      const SumOf& a = xs[i0 + i];
+      cuda::reduce_sum(stream, d_scalars_ + 1 + i, a.x, a.n, false, workspace(cuda::reduce_work_bytes(a.n)));
+    }
+    double r[kScalars];
+    download(r, d_scalars_, (k + 1) * sizeof(double));
+    for (size_t i = 0; i < k; i++) out[i0 + i] = r[1 + i];
+    if (norm_queued_) norm_ = std::sqrt(r[0]), norm_queued_ = false;
+  }
 }
 
 double CudaBackend::sum_squares(const float* x, size_t n) {
@@ -167,12 +187,16 @@ void CudaBackend::adamw_step(float* p, const float* g, float* m, float* v, size_
   a.c2 = static_cast<float>(1.0 / (1.0 - std::pow(h.beta2, static_cast<double>(h.step))));
   a.clip = clip;
   cuda::adamw(stream, p, g, m, v, n, n_decay, a, d_scalars_);
+  norm_queued_ = true;
 }
 
-double CudaBackend::last_grad_norm() const {
-  double ss = 0;
-  download(&ss, d_scalars_, sizeof ss);
-  return std::sqrt(ss);
+double CudaBackend::last_grad_norm() {
+  if (norm_queued_) {
+    double ss = 0;
+    download(&ss, d_scalars_, sizeof ss);
+    norm_ = std::sqrt(ss), norm_queued_ = false;
+  }
+  return norm_;
 }
 
 }  // namespace ada

@@ -188,11 +188,24 @@ class CudaBackend {
   // (these wait for the stream: logging and statistics only).
   double sum(const float* x, size_t n);
   double sum_squares(const float* x, size_t n);
+  // out[i] = sum of xs[i]: every reduction is queued into its own device
+  // slot, then one download brings them all back, so a method's statistics
+  // cost the host one wait however many losses it sums. The same download
+  // brings the squared gradient norm of an adamw_step queued before it, so
+  // last_grad_norm() then needs no wait of its own.
+  struct SumOf {
+    const float* x;
+    size_t n;
+  };
+  void sums(const std::vector<SumOf>& xs, double* out);
+  // Times the host has waited for the stream (downloads and sync()): what a
+  // step costs in round trips, reported by bench_gpu and tested per method.
+  long long host_waits() const { return host_waits_; }
   // Global gradient norm (into device memory), clipping factor and AdamW in
   // two kernels without a host round trip; last_grad_norm() fetches the norm.
   void adamw_step(float* p, const float* g, float* m, float* v, size_t n, size_t n_decay, const AdamWHyper& h,
                   double clip);
-  double last_grad_norm() const;
+  double last_grad_norm();
 
   cudaStream_t stream = nullptr;
 
@@ -214,7 +227,12 @@ class CudaBackend {
   bool deterministic_ = false;
   void* work_ = nullptr;
   size_t work_bytes_ = 0;
-  double* d_scalars_ = nullptr;  // [0] gradient sum of squares, [1] result of sum()
+  // [0] gradient sum of squares (adamw_step), [1, kScalars) the results of sums()
+  static constexpr int kScalars = 64;
+  double* d_scalars_ = nullptr;
+  bool norm_queued_ = false;  // an adamw_step's norm is on the device, not yet read
+  double norm_ = 0;           // the last norm read
+  mutable long long host_waits_ = 0;
   // Pinned upload ring: two halves used alternately; before the host writes
   // into a half again it waits for the event recorded when it last left it
   // (normally long complete).

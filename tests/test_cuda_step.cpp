@@ -255,6 +255,64 @@ TEST_P(CudaStep, Bf16MmaPipelinedCloseToCpu) {
   compare_step(GetParam(), GemmPrecision::Bf16Mma, {1e-3, 0.25, 2.0});
 }
 
+// The host's waits for the GPU in one training step, in the trainer's order
+// (forward, backward, AdamW queued, statistics, gradient norm). During the
+// forward and backward only the reads a method needs to size its next
+// launches may wait (AdaPonderLM's gates, TaH2's and latent CoT's routers);
+// after AdamW is queued, the statistics' sums and the gradient norm come back
+// in one download (CYB then reads its per-row arrays for its statistics; the
+// stream is idle by then, so those are copies, not stalls).
+TEST_P(CudaStep, HostWaitsPerStep) {
+  const Variant& v = GetParam();
+  Gpu be(GemmPrecision::Fp32);
+  auto method = ada::make_method<Gpu>(v.method, v.opts);
+  auto model = ada::make_model(be, ada::preset_config("test"), *method);
+  model->init_params(1);
+  method->set_step(60, 100);
+  const Batch b = random_batch(2, 7, model->cfg.vocab, 5);
+  const size_t n = model->num_params();
+  ada::DeviceArray<Gpu, float> m(be, n), vv(be, n);
+  be.memset_zero(m.data(), n * sizeof(float));
+  be.memset_zero(vv.data(), n * sizeof(float));
+  auto step = [&](long long& in_pass, long long& after) {
+    model->arena.reset();
+    model->zero_grads();
+    const long long w0 = be.host_waits();
+    method->forward(*model, b, true);
+    method->backward(*model, 1.0);
+    const long long w1 = be.host_waits();
+    ada::AdamWHyper h;
+    h.step = 1;
+    be.adamw_step(model->params.data(), model->grads.data(), m.data(), vv.data(), n, model->layout.decay_count(), h,
+                  1.0);
+    method->stats(*model);
+    const double gn = be.last_grad_norm();
+    EXPECT_TRUE(std::isfinite(gn));
+    in_pass = w1 - w0, after = be.host_waits() - w1;
+  };
+  long long in_pass = 0, after = 0;
+  step(in_pass, after);  // the first step also grows the arena (frees wait on the stream, uncounted)
+  step(in_pass, after);
+  if (std::getenv("ADA_VERBOSE"))
+    std::printf("  %-22s waits in forward+backward %lld, after AdamW %lld\n", v.label.c_str(), in_pass, after);
+  // The reads that decide which rows the next launch runs, per method:
+  //   adaponder (learned gates): each of its K = 2 decision passes reads its gates for the bottom-k / tau cut;
+  //   latent_cot: the router of each of its K = 3 latent steps (which cells go on);
+  //   tah (M = 3): the decider at depths 1 and 2, the lookahead losses of the tokens stopping there (2),
+  //                and the depth labels (one read of every depth's log-probabilities).
+  // Every other variant decides nothing from the GPU's values (the matched policy draws its exits on the host,
+  // the fixed-depth TaH2 runs every token through every depth).
+  long long want_in = 0;
+  if (v.label == "adaponder" || v.label == "adaponder_pruning" || v.label == "adaponder_masked") want_in = 2;
+  if (v.label == "latent_cot") want_in = 3;
+  if (v.label == "tah") want_in = 5;
+  EXPECT_EQ(in_pass, want_in) << v.label << ": host waits during forward and backward";
+  // After AdamW is queued: one download for every loss sum and the gradient norm. CYB's statistics also read
+  // five per-row arrays (greedy NLL, steps, supervision, DK logits, target log-probabilities): copies once the
+  // first has waited for the step.
+  EXPECT_EQ(after, v.method == "cyb" ? 6 : 1) << v.label << ": host waits for the statistics and the norm";
+}
+
 INSTANTIATE_TEST_SUITE_P(Methods, CudaStep, ::testing::ValuesIn(variants()),
                          [](const auto& info) { return info.param.label; });
 

@@ -146,6 +146,14 @@ class CpuBackend {
     for (size_t i = 0; i < n; i++) y[i] = v;
   }
   double sum(const T* x, size_t n) { return ada::sum(x, n); }
+  // out[i] = sum of xs[i] (on the GPU: one wait for all of them).
+  struct SumOf {
+    const T* x;
+    size_t n;
+  };
+  void sums(const std::vector<SumOf>& xs, double* out) {
+    for (size_t i = 0; i < xs.size(); i++) out[i] = ada::sum(xs[i].x, xs[i].n);
+  }
   double sum_squares(const T* x, size_t n) { return ada::sum_squares(x, n); }
   // One optimizer step over the whole parameter buffer: the global gradient
   // norm, clipping to `clip` (<= 0: off), then AdamW with weight decay on

@@ -342,8 +342,13 @@ class AdaPonderMethod : public Method<Bk> {
   // ---------------------------------------------------------------------
   StepStats stats(Model<Bk>& m) override {
     StepStats s;
+    // every pass's sum of log q(y), read with one wait
+    std::vector<typename Bk::SumOf> parts;
+    for (auto& P : passes_) parts.push_back({P.logp, P.rows.size()});
+    std::vector<double> part(parts.size());
+    m.be.sums(parts, part.data());
     double logp = 0;
-    for (auto& P : passes_) logp += m.be.sum(P.logp, P.rows.size());
+    for (double v : part) logp += v;
     s.ce = supervised_ ? -logp / supervised_ : 0;
     s.loss = s.ce + o_.lambda * ponder_loss_;
     s.tokens = supervised_;

@@ -255,7 +255,9 @@ class LatentCotMethod : public Method<Bk> {
 
   StepStats stats(Model<Bk>& m) override {
     StepStats s;
-    const double lm = m.be.sum(loss_lm_, N_), ada = m.be.sum(loss_ada_, N_);
+    double l[2];  // sum of the LM loss, of the halting loss: one wait
+    m.be.sums({{loss_lm_, (size_t)N_}, {loss_ada_, (size_t)N_}}, l);
+    const double lm = l[0], ada = l[1];
     s.ce = supervised_ ? lm / supervised_ : 0;
     s.loss = supervised_ ? (lm + lambda_now_ * ada) / supervised_ : 0;
     s.tokens = supervised_;

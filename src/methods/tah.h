@@ -472,11 +472,16 @@ class TahMethod : public Method<Bk> {
   // ---------------------------------------------------------------------
   StepStats stats(Model<Bk>& m) override {
     StepStats s;
-    const double ce = m.be.sum(loss_ce_, N_);
-    double dec = 0;
+    // the cross-entropy sum and every depth's decider-loss sum, read with one wait
+    std::vector<typename Bk::SumOf> parts = {{loss_ce_, (size_t)N_}};
     if (has_labels_)
       for (auto& st : steps_)
-        if (st.dec_loss) dec += m.be.sum(st.dec_loss, st.rows.size());
+        if (st.dec_loss) parts.push_back({st.dec_loss, st.rows.size()});
+    std::vector<double> part(parts.size());
+    m.be.sums(parts, part.data());
+    const double ce = part[0];
+    double dec = 0;
+    for (size_t i = 1; i < part.size(); i++) dec += part[i];
     s.ce = supervised_ ? ce / supervised_ : 0;
     s.loss = s.ce + o_.alpha * dec;
     s.tokens = supervised_;
