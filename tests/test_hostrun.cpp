@@ -1054,6 +1054,73 @@ TEST(HostRun, TemplateKernelSharedIsPoisonedAndRaceChecked) {
   }
 }
 
+// The runner finds a kernel's own __shared__ variables (by section, or by
+// symbol for template kernels: statics.h), but not those of a __device__
+// function template the kernel calls: g++ puts that template's statics in
+// .bss under the callee's name, so they would be neither poisoned nor race
+// checked. The project's rule is therefore that shared memory is declared in
+// kernels and handed to device functions by pointer (as block_sum's `red`).
+// This check enforces it on every CUDA source: for each `__shared__`
+// declaration, the nearest function signature above it must be a
+// `__global__` one.
+std::vector<int> shared_outside_kernels(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t a = 0;
+  while (a <= text.size()) {
+    size_t b = text.find('\n', a);
+    if (b == std::string::npos) b = text.size();
+    std::string l = text.substr(a, b - a);
+    const size_t c = l.find("//");
+    if (c != std::string::npos) l.resize(c);  // comments may mention __shared__
+    lines.push_back(l);
+    a = b + 1;
+  }
+  std::vector<int> bad;
+  for (size_t i = 0; i < lines.size(); i++) {
+    const std::string& l = lines[i];
+    if (l.find("__shared__") == std::string::npos || l.find("extern __shared__") != std::string::npos) continue;
+    bool in_kernel = false;
+    for (size_t j = i + 1; j-- > 0;) {
+      if (lines[j].find("__global__") != std::string::npos) {
+        in_kernel = true;
+        break;
+      }
+      if (lines[j].find("__device__") != std::string::npos && lines[j].find('(') != std::string::npos) break;
+    }
+    if (!in_kernel) bad.push_back(static_cast<int>(i + 1));
+  }
+  return bad;
+}
+
+TEST(HostRun, SharedMemoryIsDeclaredInKernelsOnly) {
+  // The check itself: a kernel's array passes, a device function's is caught.
+  EXPECT_TRUE(shared_outside_kernels("template <int N>\n__global__ void k(float* x) {\n  __shared__ float s[N];\n"
+                                     "  // __shared__ in a comment\n}\n")
+                  .empty());
+  EXPECT_EQ(shared_outside_kernels("__global__ void k() {}\ntemplate <int N>\n__device__ float f(float v) {\n"
+                                   "  __shared__ float s[N];\n  return v;\n}\n"),
+            std::vector<int>{4});
+  // Every CUDA source of the project (the runner's own headers define the keyword).
+  namespace fs = std::filesystem;
+  ASSERT_TRUE(fs::is_directory("cuda")) << "run the tests from the repository root";
+  int files = 0;
+  for (const auto& e : fs::directory_iterator("cuda")) {
+    const std::string ext = e.path().extension().string();
+    if (!e.is_regular_file() || (ext != ".cu" && ext != ".h")) continue;
+    std::FILE* f = std::fopen(e.path().c_str(), "rb");
+    ASSERT_NE(f, nullptr) << e.path();
+    std::string text;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+    std::fclose(f);
+    files++;
+    for (int line : shared_outside_kernels(text))
+      ADD_FAILURE() << e.path().string() << ":" << line
+                    << ": __shared__ outside a __global__ function (declare it in the kernel and pass a pointer)";
+  }
+  EXPECT_GT(files, 10);
+}
+
 // Float atomics from every thread of a block into one word: the sum's last
 // bits depend on the order, on a GPU too. That is not a race, and the race
 // check leaves atomically updated words out of its comparison.

@@ -11,8 +11,9 @@
 // address gives its symbol, and that symbol its static locals.
 //
 // Only the kernel's own static locals are found (not those of __device__
-// function templates it calls); in CUDA code a kernel's static locals are
-// its __shared__ variables. Without a symbol table (a stripped program) the
+// function templates it calls: the project declares shared memory in kernels
+// only, which HostRun.SharedMemoryIsDeclaredInKernelsOnly enforces); in CUDA
+// code a kernel's static locals are its __shared__ variables. Without a symbol table (a stripped program) the
 // list is empty and a warning is printed once.
 #pragma once
 #include <cstddef>
