@@ -502,6 +502,10 @@ TEST(Programs, WorkflowAndBadInput) {
   ProgramResult r = run_program(train_cpu + model + " --steps 12 --batch 2 --seq 16 --eval-every 6 --eval-batches 2"
                                 " --save-every 6 --out " + run, dir);
   ASSERT_EQ(r.status, 0) << r.err;
+  // The memory the run holds, once the first step has sized the arena and again at the end.
+  EXPECT_NE(r.out.find("memory  after the first step: "), std::string::npos) << r.out;
+  EXPECT_LT(r.out.find("memory  after the first step: "), r.out.find("step     6/12")) << r.out;
+  EXPECT_NE(r.out.find("\nmemory  0."), std::string::npos) << r.out;
   EXPECT_EQ(read_bytes(run + "/latest"), "ckpt_12\n");
   EXPECT_TRUE(exists(run + "/loss.svg"));
   r = run_program(train_cpu + " --resume " + run + " --steps 16", dir);

@@ -272,6 +272,7 @@ class Trainer {
         if (!std::isnan(val)) std::printf(" | val %.4f", val);
         std::printf(" | lr %.2e | norm %.2f | %s tok/s | %sFLOP | ETA %s\n", h.lr, gnorm, format_count(tok_s).c_str(),
                     format_count(res.train_flops).c_str(), format_duration(eta).c_str());
+        if (step == first) memory_line("after the first step: ");
         std::fflush(stdout);
       }
       if (writer && (last_step || (o_.save_every > 0 && (step + 1) % o_.save_every == 0))) {
@@ -293,16 +294,21 @@ class Trainer {
       std::printf("done: %lld steps, %s tokens, %.1f s, final val loss %.4f (%s, %s/loss.svg)\n", res.steps,
                   format_count(res.tokens).c_str(), res.seconds, res.final_val_loss, metrics_.path().c_str(),
                   o_.out.c_str());
-    if (verbose) {
-      // What the run held in the backend's memory (device memory for
-      // train_gpu): the state (parameters, gradients, AdamW m and v) and the
-      // activations' arena at its peak (used, and reserved in blocks).
-      const double mib = 1024.0 * 1024.0,
-                   state = training_state_bytes((double)model_->layout.total(), sizeof(*model_->params.data()));
-      std::printf("memory  %.1f MiB parameters, gradients and AdamW state; activations peak %.1f MiB used, %.1f MiB reserved\n",
-                  state / mib, model_->arena.peak_used() / mib, model_->arena.peak_capacity() / mib);
-    }
+    if (verbose) memory_line("");
     return res;
+  }
+
+  // What the run holds in the backend's memory (device memory for
+  // train_gpu): the state (parameters, gradients, AdamW m and v) and the
+  // activations' arena at its peak (used, and reserved in blocks). Printed
+  // after the first step, which sizes the arena for every later one (it
+  // merges its blocks into one at the next reset), and at the end.
+  void memory_line(const char* when) const {
+    const double mib = 1024.0 * 1024.0,
+                 state = training_state_bytes((double)model_->layout.total(), sizeof(*model_->params.data()));
+    std::printf("memory  %s%.1f MiB parameters, gradients and AdamW state; activations peak %.1f MiB used, %.1f MiB "
+                "reserved\n",
+                when, state / mib, model_->arena.peak_used() / mib, model_->arena.peak_capacity() / mib);
   }
 
   // Mean next-token cross-entropy of the method's prediction on the fixed
