@@ -324,16 +324,22 @@ bool bench_kernels(CudaBackend& be, int B, int T, const ModelConfig& c, size_t n
       } else {
         std::string line = "  mma vs fp32 rel err:";
         bool ok = true;
-        const std::pair<const char*, std::pair<const float*, const float*>> outs[] = {
-            {"out", {out.p, ref_out.p}}, {"dq", {dq.p, ref_dq.p}}, {"dK", {dK.p, ref_dK.p}}, {"dV", {dV.p, ref_dV.p}}};
-        for (const auto& o : outs) {
-          cuda::max_abs_diff(be.stream, maxima.p, o.second.first, o.second.second, o.first[1] == 'q' ? nq : nout,
-                             cmp_work.p);
+        struct Output {
+          const char* name;
+          const float *got, *want;
+          size_t n;
+        };
+        const Output outs[] = {{"out", out.p, ref_out.p, nout},
+                               {"dq", dq.p, ref_dq.p, nq},
+                               {"dK", dK.p, ref_dK.p, nout},
+                               {"dV", dV.p, ref_dV.p, nout}};
+        for (const Output& o : outs) {
+          cuda::max_abs_diff(be.stream, maxima.p, o.got, o.want, o.n, cmp_work.p);
           float h[2];
           be.to_host(h, maxima.p, 2);
           const cuda::Agreement ag = cuda::agreement(h[0], h[1], cuda::kAttentionMmaTol);
           char buf[64];
-          std::snprintf(buf, sizeof buf, " %s %.2e", o.first, ag.rel_err);
+          std::snprintf(buf, sizeof buf, " %s %.2e", o.name, ag.rel_err);
           line += buf;
           ok = ok && ag.ok;
         }
