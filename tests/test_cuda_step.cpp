@@ -7,7 +7,8 @@
 // kernels run under the host runner; `make test_gpu` runs the same on a GPU.
 //
 // The GEMMs run in fp32 (tight tolerances) and with bf16 tensor cores (loose
-// ones: bf16 inputs carry 8 significant bits).
+// ones: bf16 inputs carry 8 significant bits); and, with fp32 GEMMs, the
+// attention runs on tensor cores (ADA_ATTN=mma, bf16 operands: the loose ones).
 //
 // Discrete decisions (argmax, halting statistics, AdamW's sign-like first
 // steps) are compared exactly under the host runner, whose kernels are the
