@@ -230,7 +230,8 @@ CUDA_PROGRAMS    := cuda/train_gpu.cu cuda/bench_gpu.cu
 CUDA_KERNEL_SRCS := $(filter-out cuda/smoke.cu cuda/nccl_communicator.cu $(CUDA_PROGRAMS),$(wildcard cuda/*.cu))
 CUDA_HOST_OBJS   := $(patsubst cuda/%.cu,$(BUILD)/cuda_host/%.o,$(CUDA_KERNEL_SRCS))
 CUDA_NV_OBJS     := $(patsubst cuda/%.cu,$(BUILD)/cuda_nv/%.o,$(CUDA_KERNEL_SRCS))
-CUDA_TEST_SRCS   := tests/test_cuda_kernels.cpp tests/test_cuda_step.cpp tests/test_warp_mma.cpp tests/test_gemm_mma.cpp
+CUDA_TEST_SRCS   := tests/test_cuda_kernels.cpp tests/test_cuda_step.cpp tests/test_warp_mma.cpp tests/test_gemm_mma.cpp \
+                    tests/test_attention_mma.cpp
 CUDA_TEST_OBJS   := $(patsubst tests/%.cpp,$(BUILD)/cuda_nv/tests/%.o,$(CUDA_TEST_SRCS))
 NVCC_OPT         ?= -O3
 NVCC_HOST_WARN   := -Wall,-Wextra,-Wno-unused-parameter,-Wno-class-memaccess
@@ -268,7 +269,7 @@ $(BUILD)/run_tests: $(CUDA_HOST_OBJS)
 $(BUILD)/kernel_tests: $(patsubst tests/%.cpp,$(BUILD)/tests/%.o,$(ASAN_TEST_SRCS)) $(HOSTRUN_OBJS) $(CUDA_HOST_OBJS) $(LIB)
 	$(CXX) $(LDFLAGS) $^ -o $@ -lgtest -lgtest_main -lz $(LDLIBS)
 
-.PHONY: check-nvcc test_gpu bench_gpu ptxas-gemm-mma
+.PHONY: check-nvcc test_gpu bench_gpu ptxas-gemm-mma ptxas-attention-mma
 # ptxas's registers, spills and shared memory of the tensor-core GEMMs
 # (cuda/gemm_mma.cu) for sm_90, kept in $(BUILD)/ptxas_gemm_mma.txt; fails on
 # any spill or on more than 128 registers (two blocks per SM, issue 13).
@@ -281,6 +282,18 @@ ptxas-gemm-mma: | check-nvcc
 	  /spill stores/ && ($$5 + 0 > 0 || $$9 + 0 > 0) {print "error: spills in " k; bad = 1} \
 	  /Used [0-9]+ registers/ {for (i = 1; i < NF; i++) if ($$i == "Used" && $$(i + 1) + 0 > 128) {print "error: over 128 registers in " k; bad = 1}} \
 	  END {exit bad}' $(BUILD)/ptxas_gemm_mma.txt
+# The same for the tensor-core attention (cuda/attention_mma.cu), one kernel
+# per head size, kept in $(BUILD)/ptxas_attention_mma.txt; fails on any spill
+# (no register cap: one block of 4 warps, up to 255 registers a thread).
+ptxas-attention-mma: | check-nvcc
+	@mkdir -p $(BUILD)
+	$(NVCC) -std=c++17 $(NVCC_OPT) -gencode arch=compute_90,code=sm_90 -Xptxas -v -Isrc -Icuda -isystem $(EIGEN_INC) \
+	  -c cuda/attention_mma.cu -o $(BUILD)/ptxas_attention_mma.o 2>&1 | c++filt > $(BUILD)/ptxas_attention_mma.txt
+	@grep -E "Compiling entry|registers|spill" $(BUILD)/ptxas_attention_mma.txt | sed -e 's/^ptxas info *: //' \
+	  -e 's/(float\*.*)//' -e 's/ada::cuda::(anonymous namespace):://'
+	@awk '/Compiling entry/ {k = $$0} \
+	  /spill stores/ && ($$5 + 0 > 0 || $$9 + 0 > 0) {print "error: spills in " k; bad = 1} \
+	  END {exit bad}' $(BUILD)/ptxas_attention_mma.txt
 check-nvcc:
 	@command -v $(NVCC) >/dev/null || { echo "error: nvcc not found (looked for '$(NVCC)' and /usr/local/cuda/bin/nvcc); install the CUDA toolkit or set NVCC=/path/to/nvcc"; exit 1; }
 

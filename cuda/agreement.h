@@ -26,6 +26,11 @@ inline double gemm_tolerance(GemmPrecision p) {
   return p == GemmPrecision::Fp32 ? kFp32Tol : p == GemmPrecision::Tf32 ? 5e-3 : 2e-2;
 }
 
+// The tensor-core attention (cuda/attention_mma.cu) against the fp32
+// reference: Q, K, V, dO and the probabilities are rounded to bf16, as the
+// bf16 GEMM's operands, with fp32 softmax statistics and accumulation.
+constexpr double kAttentionMmaTol = 2e-2;
+
 struct Agreement {
   double rel_err;  // max |got - want| / max |want|; infinite when either held a NaN
   bool ok;         // rel_err <= the tolerance

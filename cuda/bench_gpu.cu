@@ -21,6 +21,9 @@
 // The "bf16mma" lines time gemm_mma_pipelined (cuda/gemm_mma.h, the
 // cp.async / ldmatrix / mma.sync GEMM of issue 13) on bf16 operands against
 // cuBLAS GemmEx on the same bf16 inputs (tolerance kBf16OperandTol, 1e-3).
+// Attention is timed per kernel, "[fp32]" (cuda/attention.cu, the default)
+// and "[mma]" (cuda/attention_mma.cu, ADA_ATTN=mma), and the mma outputs are
+// checked against the fp32 ones (kAttentionMmaTol, 2e-2; FAIL as above).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -255,7 +258,9 @@ void row(const char* name, double ms, double bytes, double flop = 0) {
     std::printf("%-34s %9.3f ms %9.1f GB/s\n", name, ms, bytes / ms / 1e6);
 }
 
-void bench_kernels(CudaBackend& be, int B, int T, const ModelConfig& c, size_t n_params, int reps) {
+// Returns false when the mma attention disagrees with the fp32 one.
+bool bench_kernels(CudaBackend& be, int B, int T, const ModelConfig& c, size_t n_params, int reps) {
+  bool attention_failed = false;
   const int N = B * T, D = c.dim, F = c.hidden, V = c.vocab, H = c.heads, hs = c.head_dim();
   const double f4 = 4.0;
   std::printf("\nkernels (B = %d, T = %d: N = %d rows); GB/s counts each tensor read or written once\n", B, T, N);
@@ -298,18 +303,62 @@ void bench_kernels(CudaBackend& be, int B, int T, const ModelConfig& c, size_t n
     fill_random(be, K.p, (size_t)N * D, 8), fill_random(be, Vv.p, (size_t)N * D, 9);
     fill_random(be, dout.p, (size_t)N * D, 10);
     const double pairs = (double)B * H * T * (T + 1) / 2;  // visible (query, key) pairs
-    row("attention forward (causal)",
-        time_ms(be, [&] { be.attention_forward(out.p, lse.p, x.p, K.p, Vv.p, d_qslot, d_qstart, km, d); }, reps), 0,
-        4.0 * hs * pairs);
-    be.memset_zero(dK.p, (size_t)N * D * 4), be.memset_zero(dV.p, (size_t)N * D * 4);
-    row("attention backward (2.5x fwd FLOPs)",
-        time_ms(be,
-                [&] {
-                  be.attention_backward(dq.p, dK.p, dV.p, dout.p, out.p, lse.p, x.p, K.p, Vv.p, d_qslot, d_qstart, km,
-                                        d);
-                },
-                reps),
-        0, 10.0 * hs * pairs);
+    // Each attention kernel: fp32 (cuda/attention.cu, the default) and mma
+    // (cuda/attention_mma.cu, ADA_ATTN=mma; bf16 operands on tensor cores).
+    // One untimed run of each from dK = dV = 0 gives the outputs that are
+    // compared: mma against fp32, max |diff| / max |fp32| of out, dq, dK, dV
+    // (tolerance kAttentionMmaTol, 2e-2), FAIL over it.
+    const cuda::AttnKernel saved = be.attention();
+    const size_t nout = (size_t)N * D, nq = (size_t)N * 3 * D;
+    Buffer ref_out(nout), ref_dq(nq), ref_dK(nout), ref_dV(nout), maxima(2),
+        cmp_work(cuda::max_abs_diff_work_bytes(nq) / sizeof(float) + 1);
+    for (cuda::AttnKernel k : {cuda::AttnKernel::Fp32, cuda::AttnKernel::Mma}) {
+      be.set_attention(k);
+      const std::string tag = std::string(" [") + cuda::attention_kernel_name(k) + "]";
+      be.memset_zero(dK.p, nout * 4), be.memset_zero(dV.p, nout * 4), be.memset_zero(dq.p, nq * 4);
+      be.attention_forward(out.p, lse.p, x.p, K.p, Vv.p, d_qslot, d_qstart, km, d);
+      be.attention_backward(dq.p, dK.p, dV.p, dout.p, out.p, lse.p, x.p, K.p, Vv.p, d_qslot, d_qstart, km, d);
+      if (k == cuda::AttnKernel::Fp32) {
+        be.copy(ref_out.p, out.p, nout), be.copy(ref_dq.p, dq.p, nq), be.copy(ref_dK.p, dK.p, nout),
+            be.copy(ref_dV.p, dV.p, nout);
+      } else {
+        std::string line = "  mma vs fp32 rel err:";
+        bool ok = true;
+        struct Output {
+          const char* name;
+          const float *got, *want;
+          size_t n;
+        };
+        const Output outs[] = {{"out", out.p, ref_out.p, nout},
+                               {"dq", dq.p, ref_dq.p, nq},
+                               {"dK", dK.p, ref_dK.p, nout},
+                               {"dV", dV.p, ref_dV.p, nout}};
+        for (const Output& o : outs) {
+          cuda::max_abs_diff(be.stream, maxima.p, o.got, o.want, o.n, cmp_work.p);
+          float h[2];
+          be.to_host(h, maxima.p, 2);
+          const cuda::Agreement ag = cuda::agreement(h[0], h[1], cuda::kAttentionMmaTol);
+          char buf[64];
+          std::snprintf(buf, sizeof buf, " %s %.2e", o.name, ag.rel_err);
+          line += buf;
+          ok = ok && ag.ok;
+        }
+        std::printf("%s%s\n", line.c_str(), ok ? "" : "  FAIL");
+        if (!ok) attention_failed = true;
+      }
+      row(("attention forward (causal)" + tag).c_str(),
+          time_ms(be, [&] { be.attention_forward(out.p, lse.p, x.p, K.p, Vv.p, d_qslot, d_qstart, km, d); }, reps),
+          0, 4.0 * hs * pairs);
+      row(("attention backward (2.5x fwd)" + tag).c_str(),
+          time_ms(be,
+                  [&] {
+                    be.attention_backward(dq.p, dK.p, dV.p, dout.p, out.p, lse.p, x.p, K.p, Vv.p, d_qslot, d_qstart,
+                                          km, d);
+                  },
+                  reps),
+          0, 10.0 * hs * pairs);
+    }
+    be.set_attention(saved);
     for (auto* p : {d_qslot, d_qstart, d_order, d_depth, d_valid}) CUDA_CHECK(cudaFree(p));
   }
   {
@@ -354,6 +403,7 @@ void bench_kernels(CudaBackend& be, int B, int T, const ModelConfig& c, size_t n
         f4 * 8 * n_params);
   }
   CUDA_CHECK(cudaFree(d_pos));
+  return !attention_failed;
 }
 
 // ---- whole training steps ------------------------------------------------------------
@@ -449,13 +499,14 @@ int main(int argc, char** argv) {
     std::vector<std::string> failed;
     if (parts.find("gemm") != std::string::npos)
       failed = bench_gemms(be, batch * seq, c.dim, c.hidden, c.vocab, reps, gemms);
-    if (parts.find("kernels") != std::string::npos) bench_kernels(be, batch, seq, c, (size_t)c.num_params(), reps);
+    if (parts.find("kernels") != std::string::npos && !bench_kernels(be, batch, seq, c, (size_t)c.num_params(), reps))
+      failed.push_back("attention mma vs fp32");
     if (parts.find("steps") != std::string::npos) bench_steps(be, methods, batch, seq, steps, peak);
     if (!failed.empty()) {  // last, so that it is what gpu_check.sh quotes
       std::string list;
       for (const auto& f : failed) list += (list.empty() ? "" : ", ") + f;
       std::fflush(stdout);
-      std::fprintf(stderr, "error: %zu GEMM(s) disagree with cuBLAS beyond the tolerance: %s\n", failed.size(),
+      std::fprintf(stderr, "error: %zu check(s) beyond the tolerance (GEMMs vs cuBLAS, attention mma vs fp32): %s\n", failed.size(),
                    list.c_str());
       return 1;
     }

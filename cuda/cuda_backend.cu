@@ -14,10 +14,14 @@ cuda::GemmPrecision precision_from_env() {
   const char* e = std::getenv("ADA_GEMM");
   return e && *e ? cuda::parse_gemm_precision(e) : cuda::GemmPrecision::Bf16;
 }
+cuda::AttnKernel attention_from_env() {
+  const char* e = std::getenv("ADA_ATTN");
+  return e && *e ? cuda::parse_attention_kernel(e) : cuda::AttnKernel::Fp32;
+}
 }  // namespace
 
-CudaBackend::CudaBackend() : gemm_(precision_from_env()) { init(); }
-CudaBackend::CudaBackend(cuda::GemmPrecision gemm) : gemm_(gemm) { init(); }
+CudaBackend::CudaBackend() : gemm_(precision_from_env()), attn_(attention_from_env()) { init(); }
+CudaBackend::CudaBackend(cuda::GemmPrecision gemm) : gemm_(gemm), attn_(attention_from_env()) { init(); }
 
 void CudaBackend::init() {
   CUDA_CHECK(cudaStreamCreate(&stream));

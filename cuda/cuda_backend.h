@@ -14,7 +14,11 @@
 //
 // Matrix products run on tensor cores (bf16 inputs, fp32 accumulation) by
 // default; ADA_GEMM=fp32|bf16|tf32|bf16mma in the environment, or set_gemm(), picks
-// the path (cuda/gemm.cu).
+// the path (cuda/gemm.cu). Attention runs the fp32 flash kernel
+// (cuda/attention.cu) by default; ADA_ATTN=mma, or set_attention(), picks the
+// tensor-core one (cuda/attention_mma.cu) for head sizes it takes (multiples
+// of 16 up to 128; others stay on fp32). Its backward adds dq with float
+// atomics, so deterministic mode keeps the fp32 backward.
 //
 // Under the host runner (tests, no GPU) the same code runs on the CPU:
 // cuda/hostrun/ stands in for the CUDA runtime and executes the kernels.
@@ -25,6 +29,7 @@
 
 #include "compat.h"
 #include "launch.h"
+#include "attention_mma.h"
 #include "kernels.h"
 #include "ops/adamw.h"
 #include "ops/attention_mask.h"
@@ -55,6 +60,9 @@ class CudaBackend {
 
   void set_gemm(cuda::GemmPrecision p) { gemm_ = p; }
   cuda::GemmPrecision gemm() const { return gemm_; }
+  // The attention kernel comes from ADA_ATTN (default fp32).
+  void set_attention(cuda::AttnKernel k) { attn_ = k; }
+  cuda::AttnKernel attention() const { return attn_; }
   // Deterministic mode (train_gpu --deterministic): ops that would add floats
   // with atomics in an unspecified order (the embedding backward, through it
   // the gate biases and pause embeddings) take a fixed-order path instead, so
@@ -136,13 +144,20 @@ class CudaBackend {
   }
   void attention_forward(float* out, float* lse, const float* q, const float* K, const float* V, const int* qslot,
                          const int* qstart, const KeyMeta& km, const AttnDims& d) {
-    cuda::attention_forward(stream, out, lse, q, K, V, qslot, qstart, km, d);
+    if (attn_ == cuda::AttnKernel::Mma && cuda::attention_mma_supports(d.hs))
+      cuda::attention_mma_forward(stream, out, lse, q, K, V, qslot, qstart, km, d);
+    else
+      cuda::attention_forward(stream, out, lse, q, K, V, qslot, qstart, km, d);
   }
   void attention_backward(float* dq, float* dK, float* dV, const float* dout, const float* out, const float* lse,
                           const float* q, const float* K, const float* V, const int* qslot, const int* qstart,
                           const KeyMeta& km, const AttnDims& d) {
-    cuda::attention_backward(stream, dq, dK, dV, dout, out, lse, q, K, V, qslot, qstart, km, d,
-                             workspace(cuda::attention_backward_work_bytes(d)));
+    if (attn_ == cuda::AttnKernel::Mma && cuda::attention_mma_supports(d.hs) && !deterministic_)
+      cuda::attention_mma_backward(stream, dq, dK, dV, dout, out, lse, q, K, V, qslot, qstart, km, d,
+                                   workspace(cuda::attention_mma_backward_work_bytes(d)));
+    else
+      cuda::attention_backward(stream, dq, dK, dV, dout, out, lse, q, K, V, qslot, qstart, km, d,
+                               workspace(cuda::attention_backward_work_bytes(d)));
   }
   void swiglu_forward(float* y, const float* gu, int N, int F) { cuda::swiglu_forward(stream, y, gu, N, F); }
   void swiglu_backward(float* dgu, const float* dy, const float* gu, int N, int F) {
@@ -224,6 +239,7 @@ class CudaBackend {
 
   static constexpr size_t kStagingHalf = 8 << 20;  // bytes per half of the pinned upload ring
   cuda::GemmPrecision gemm_ = cuda::GemmPrecision::Bf16;
+  cuda::AttnKernel attn_ = cuda::AttnKernel::Fp32;
   bool deterministic_ = false;
   void* work_ = nullptr;
   size_t work_bytes_ = 0;
