@@ -15,7 +15,9 @@
 #   bench_gpu    kernels against cuBLAS, whole steps on the 70m shapes (MFU);
 #                fails when a GEMM's output disagrees with cuBLAS's (FAIL lines)
 #   train_<m>    30 steps of train_gpu --method <m> at the 70m config, for
-#                every method: first and last loss, tokens/s, peak memory
+#                every method: first and last loss, tokens/s, peak memory;
+#                standard_mma, adaponder_mma: the same on the opt-in
+#                tensor-core GEMM and attention (ADA_GEMM=bf16mma ADA_ATTN=mma)
 #   *_nccl       the data-parallel build (train_gpu_nccl) and 20 steps of it
 #                on one rank under mpirun, when MPI is installed
 #
@@ -243,9 +245,10 @@ peak_mib() {
   done
   echo "$peak"
 }
-train_one() {  # train_one <method>
-  "$BUILD/bin/train_gpu" --method "$1" --steps 30 --log-every 10 --eval-every 0 --eval-batches 2 \
-    --data "$DATA" --out "$BUILD/runs/$1-70m" &
+train_one() {  # train_one <method> [<run name> [VAR=value ...]]: 30 steps with those environment variables
+  local m=$1 name=${2:-$1}
+  env "${@:3}" "$BUILD/bin/train_gpu" --method "$m" --steps 30 --log-every 10 --eval-every 0 --eval-batches 2 \
+    --data "$DATA" --out "$BUILD/runs/$name-70m" &
   local pid=$!
   local peak
   peak=$(peak_mib "$pid")
@@ -254,21 +257,28 @@ train_one() {  # train_one <method>
   echo "peak GPU memory used (nvidia-smi): $peak MiB"
   return $rc
 }
-for m in standard looped ponder pause adaponder cyb latent_cot ponderlm2 tah; do
+# Every method on the default paths, then standard and adaponder again on the
+# opt-in tensor-core paths (<method>_mma: ADA_GEMM=bf16mma, the pipelined
+# mma.sync GEMM, and ADA_ATTN=mma, the tensor-core attention): their loss and
+# tok/s beside the default runs' are the first end-to-end measure of both.
+for r in standard looped ponder pause adaponder cyb latent_cot ponderlm2 tah standard_mma adaponder_mma; do
+  m=${r%_mma}
+  extra=()
+  [ "$r" != "$m" ] && extra=(ADA_GEMM=bf16mma ADA_ATTN=mma)
   why=$(need "$BUILD/bin/train_gpu" data)
-  if [ -n "$why" ]; then not_run "train_$m" "$why"; continue; fi
-  stage "train_$m" 60 train_one "$m"
-  log="$LOGS/train_$m.log"
+  if [ -n "$why" ]; then not_run "train_$r" "$why"; continue; fi
+  stage "train_$r" 60 train_one "$m" "$r" ${extra[@]+"${extra[@]}"}
+  log="$LOGS/train_$r.log"
   first=$(sed -n 's/^step *[0-9]*\/[0-9]* | loss \([0-9.]*\).*/\1/p' "$log" | head -n 1)
   last=$(sed -n 's/^step *[0-9]*\/[0-9]* | loss \([0-9.]*\).*/\1/p' "$log" | tail -n 1)
   tok=$(sed -n 's/.*| \([0-9.]*k\{0,1\}\) tok\/s.*/\1/p' "$log" | tail -n 1)
   peak=$(sed -n 's/^peak GPU memory used (nvidia-smi): \([0-9]*\) MiB/\1/p' "$log" | tail -n 1)
   falling=false
   [ -n "$first" ] && [ -n "$last" ] && awk "BEGIN{exit !($last < $first)}" && falling=true
-  echo "-- train_$m: loss ${first:-?} -> ${last:-?} (falling: $falling), ${tok:-?} tok/s, peak ${peak:-?} MiB"
+  echo "-- train_$r: loss ${first:-?} -> ${last:-?} (falling: $falling), ${tok:-?} tok/s, peak ${peak:-?} MiB"
   STAGES_JSON="${STAGES_JSON%\}}, \"first_loss\": $(json_str "${first:-}"), \"last_loss\": $(json_str "${last:-}"), \"loss_falling\": $falling, \"tok_per_s\": $(json_str "${tok:-}"), \"peak_mib\": $(json_str "${peak:-}")}"
   if [ "$falling" != true ] && [ "$STAGE_RC" -eq 0 ]; then
-    echo "-- train_$m: the loss did not fall: counted as a failure"
+    echo "-- train_$r: the loss did not fall: counted as a failure"
     failed=$((failed + 1))
   fi
 done
