@@ -148,11 +148,12 @@ fuzz: all $(BUILD)/run_tests
 # any memory or UB error (docs/reliability.md, "Sanitizers"). .ci/run also
 # leaves out the long gradient checks and learning tests (SAN_CI_FILTER), and
 # the race check's rerun of every kernel test (41 s sanitized; it runs in
-# make test, and make test-asan runs the kernel tests under ASan); the two
-# files whose tests are all left out are not built (SAN_CI_SKIP_SRCS).
+# make test); the files whose tests are all left out are not built
+# (SAN_CI_SKIP_SRCS), nor the kernel tests of CUDA_TEST_SRCS, which
+# make test runs and make test-asan runs under ASan (not in CI: time).
 SAN_GTEST_FILTER ?= -Precision.CybWithPauses
 SAN_CI_FILTER := -Precision.*:GradCheckModel.*:GradCheckOps.*:*GradCheck*:EmbedScale.OverrideIsUsedAndGradientChecks:Learning.*:CudaKernels.SeventyMShapes:HostRun.RaceCheckPassesTheKernelTests
-SAN_CI_SKIP_SRCS := tests/test_gradcheck_model.cpp tests/test_learning.cpp
+SAN_CI_SKIP_SRCS = tests/test_gradcheck_model.cpp tests/test_learning.cpp $(CUDA_TEST_SRCS)
 .PHONY: sanitize
 sanitize:
 	$(MAKE) BUILD=$(BUILD)/san BIN=$(BUILD)/san/bin MPI=0 OPT="-O2 -march=native $(SAN_FLAGS)" \
