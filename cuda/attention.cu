@@ -37,6 +37,7 @@
 #include <cmath>
 #include <string>
 
+#include "attention_slots.h"
 #include "compat.h"
 #include "launch.h"
 #include "device_util.h"
@@ -51,29 +52,6 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kRowsPerWarp = kTile / kWarps;       // 8 queries (or keys) per warp
 constexpr int kMaxHs = 128;
 constexpr int kDimsPerLane = kMaxHs / 32;          // lane owns dims lane, lane + 32, ...
-
-// Number of leading slots of sequence b whose order is <= `order`: orders are
-// nondecreasing within a sequence, so a binary search finds the prefix.
-__device__ int prefix_with_order_le(const KeyMeta& km, int b, int order) {
-  int lo = 0, hi = km.S;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (km.order[b * km.S + mid] <= order) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-// First query row in [q0, q1) whose slot order is >= `order`.
-__device__ int first_query_with_order_ge(const KeyMeta& km, const int* qslot, int q0, int q1, int order) {
-  int lo = q0, hi = q1;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (km.order[qslot[mid]] < order) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
 
 // Copies rows [r0, r0 + n) of a (rows, ld) matrix, columns [c0, c0 + hs), into
 // a shared tile of kTile rows x `lds` floats; rows past n are zero.

@@ -67,6 +67,7 @@
 #include <string>
 
 #include "attention_mma.h"
+#include "attention_slots.h"
 #include "compat.h"
 #include "device_util.h"
 #include "launch.h"
@@ -112,28 +113,6 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(kFullMask, v, 2);
 }
 
-// Leading slots of sequence b with order <= `order` (orders are nondecreasing).
-__device__ int visible_prefix(const KeyMeta& km, int b, int order) {
-  int lo = 0, hi = km.S;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (km.order[b * km.S + mid] <= order) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-// First query row in [q0, q1) whose slot order is >= `order`.
-__device__ int first_query_seeing(const KeyMeta& km, const int* qslot, int q0, int q1, int order) {
-  int lo = q0, hi = q1;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (km.order[qslot[mid]] < order) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
 // ==== forward =================================================================
 // grid (ceil(max query rows of a sequence / 64), H, B), 128 threads
 // dynamic shared (bf16): Q [64][HS+8] | K [64][HS+8] | V [64][HS+8]
@@ -158,7 +137,7 @@ __global__ void __launch_bounds__(kThreads)
 
   stage_bf16<HS, LD>(Qs, kFwdRows, q, d.ldq, r0, nq, h * HS);
   if (threadIdx.x < kFwdRows) qsl[threadIdx.x] = static_cast<int>(threadIdx.x) < nq ? qslot[r0 + threadIdx.x] : -1;
-  if (threadIdx.x == 0) kend = visible_prefix(km, b, km.order[qslot[r0 + nq - 1]]);
+  if (threadIdx.x == 0) kend = prefix_with_order_le(km, b, km.order[qslot[r0 + nq - 1]]);
   __syncthreads();
 
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
@@ -307,7 +286,7 @@ __global__ void __launch_bounds__(kThreads)
 
   stage_bf16<HS, LD>(Ks, kBwdKeys, K, D, kbase + k0, nk, h * HS);
   stage_bf16<HS, LD>(Vs, kBwdKeys, V, D, kbase + k0, nk, h * HS);
-  if (threadIdx.x == 0) first_row = first_query_seeing(km, qslot, q0, q1, km.order[kbase + k0]);
+  if (threadIdx.x == 0) first_row = first_query_with_order_ge(km, qslot, q0, q1, km.order[kbase + k0]);
   __syncthreads();
   const int rs = first_row;
   if (rs >= q1) return;  // the whole block: no query sees these keys

@@ -31,6 +31,7 @@
 #include "attention_mma.h"
 #include "backend/device_array.h"
 #include "bf16_bits.h"
+#include "race_checked.h"
 #include "core/rng.h"
 #include "cuda_backend.h"
 #include "train/cpu_instances.h"
@@ -53,18 +54,6 @@ using IVec = std::vector<int>;
 constexpr double kTol = ada::cuda::kAttentionMmaTol;  // 2e-2 against the fp32 inputs
 constexpr double kRoundedTol = 5e-3;                  // against the same bf16-rounded inputs
 
-#if defined(ADA_HOSTRUN)
-struct RaceChecked {
-  ada::hostrun::ScopedConfig scoped{[] {
-    ada::hostrun::Config c = ada::hostrun::config();
-    c.race_check = true;
-    c.race_check_blocks = 4;
-    return c;
-  }()};
-};
-#else
-struct RaceChecked {};
-#endif
 
 Vec randn(size_t n, uint64_t seed) {
   ada::Rng r(seed);

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "bf16_bits.h"
+#include "race_checked.h"
 #include "compat.h"
 #include "cuda_test_array.h"
 #include "gemm_mma.h"
@@ -55,19 +56,6 @@ const __nv_bfloat16* as_bf16(const DeviceArray<uint16_t>& a) {
   return reinterpret_cast<const __nv_bfloat16*>(a.get());
 }
 
-#if defined(ADA_HOSTRUN)
-// Race-check every launch, 4 blocks of each (the first, the last, two between).
-struct RaceChecked {
-  ada::hostrun::ScopedConfig scoped{[] {
-    ada::hostrun::Config c = ada::hostrun::config();
-    c.race_check = true;
-    c.race_check_blocks = 4;
-    return c;
-  }()};
-};
-#else
-struct RaceChecked {};
-#endif
 
 GemmShape shape(bool ta, bool tb, int M, int N, int K, int pad = 0, int cpad = 0) {
   GemmShape g;
