@@ -72,6 +72,10 @@ void CudaBackend::memset_zero(void* p, size_t bytes) {
   if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream));
 }
 
+void CudaBackend::memset_bytes(void* p, int value, size_t bytes) {
+  if (bytes) CUDA_CHECK(cudaMemsetAsync(p, value, bytes, stream));
+}
+
 void CudaBackend::sync() {
   host_waits_++;
   CUDA_CHECK(cudaStreamSynchronize(stream));

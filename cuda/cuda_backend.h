@@ -74,6 +74,7 @@ class CudaBackend {
   void* raw_alloc(size_t bytes);
   void raw_free(void* p);
   void memset_zero(void* p, size_t bytes);
+  void memset_bytes(void* p, int value, size_t bytes);
   // Host -> device: converted to U on the host, into pinned staging memory,
   // then one asynchronous copy per chunk. Returns without waiting.
   template <class U, class V>

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -69,4 +71,41 @@ TEST(Arena, FirstFitMergeAndPeaks) {
   a.reset();
   EXPECT_EQ(a.capacity(), merged);
   EXPECT_EQ(a.peak_used(), used);
+}
+
+// Scratch scopes: what a scope allocates is released when it ends (last in,
+// first out), the next allocation reuses those bytes, the peak counts the
+// most in use at once, and reset() sizes the merged block by that peak.
+TEST(Arena, ScopesReleaseAndPoison) {
+  ASSERT_STREQ(std::getenv("ADA_ARENA_POISON"), "1") << "tests/test_environment.cpp sets it for every test";
+  Be be;
+  Arena<Be> a(be, 4096);
+  float* keep = a.alloc<float>(64);  // 256 B
+  float* tmp = nullptr;
+  {
+    auto s = a.scope();
+    tmp = a.alloc<float>(256);  // 1024 B
+    std::fill(tmp, tmp + 256, 1.0f);
+    EXPECT_EQ(a.used(), 256u + 1024u);
+  }
+  EXPECT_EQ(a.used(), 256u);
+  EXPECT_TRUE(std::isnan(tmp[0]) && std::isnan(tmp[255])) << "released bytes are poisoned";
+  float* again = a.alloc<float>(256);
+  EXPECT_EQ(again, tmp) << "the next allocation reuses the released bytes";
+  EXPECT_EQ(a.peak_used(), 256u + 1024u);
+  // A scope that opens a second block (4096 B do not fit the first) releases it too.
+  {
+    auto s = a.scope();
+    float* big = a.alloc<float>(1024);
+    EXPECT_NE(big, nullptr);
+    EXPECT_GT(a.capacity(), 4096u);
+    EXPECT_EQ(a.used(), 256u + 1024u + 4096u);
+  }
+  EXPECT_EQ(a.used(), 256u + 1024u);
+  // The step's peak (5376 B) sizes the merged block, not what was in use at reset.
+  a.reset();
+  const size_t peak = 256 + 1024 + 4096;
+  EXPECT_GE(a.capacity(), peak + peak / 8);
+  EXPECT_LT(a.capacity(), peak + peak / 8 + 256);
+  (void)keep;
 }

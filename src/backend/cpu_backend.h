@@ -44,6 +44,7 @@ class CpuBackend {
   }
   void raw_free(void* p) { std::free(p); }
   void memset_zero(void* p, size_t bytes) { std::memset(p, 0, bytes); }
+  void memset_bytes(void* p, int value, size_t bytes) { std::memset(p, value, bytes); }
   // Host -> backend and backend -> host copies, converting element types.
   template <class U, class V>
   void to_device(U* dst, const V* src, size_t n) {

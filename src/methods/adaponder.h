@@ -316,6 +316,7 @@ class AdaPonderMethod : public Method<Bk> {
     for (int i = K; i >= 0; i--) {
       Pass& P = passes_[i];
       const int n = (int)P.rows.size();
+      auto scratch = m.scratch();  // this pass's dz (n, V) and the rest: one pass's temporaries at a time
       // CE of the rows that end in this pass: dL/dlogp = -scale / (supervised tokens)
       T* g = m.alloc(n);
       m.be.fill(g, T(supervised_ ? -loss_scale / supervised_ : 0.0), n);

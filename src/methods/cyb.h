@@ -250,13 +250,16 @@ class CybMethod : public Method<Bk> {
       m.be.scale(g_lse_, T(loss_scale), rows_);
       m.be.scale(g_dk_, T(loss_scale), rows_);
     }
-    T* dz = m.alloc((size_t)rows_ * V);
-    m.be.logsoftmax_target_backward(dz, ro_.logits, lse_, d_tg_, g_logp_, g_lse_, rows_, V, V);
-    T* dhn = m.alloc((size_t)rows_ * D);  // from the DK logit o_DK = w_DK . hn
-    m.be.matmul_backward(dhn, m.grad("cyb.dk_head.weight"), g_dk_, ro_.hn, m.param("cyb.dk_head.weight"), rows_, D, 1);
-    m.be.embedding_backward(m.grad("cyb.dk_head.bias"), d_zero_, g_dk_, rows_, 1, T(1));  // db_DK = sum_rows dl/do_DK
     T* dx = m.zeros((size_t)rows_ * D);
-    m.readout_backward(ro_, dz, dx, dhn);
+    {
+      auto scratch = m.scratch();  // dz (rows, V) and dhn: dead after the readout's backward
+      T* dz = m.alloc((size_t)rows_ * V);
+      m.be.logsoftmax_target_backward(dz, ro_.logits, lse_, d_tg_, g_logp_, g_lse_, rows_, V, V);
+      T* dhn = m.alloc((size_t)rows_ * D);  // from the DK logit o_DK = w_DK . hn
+      m.be.matmul_backward(dhn, m.grad("cyb.dk_head.weight"), g_dk_, ro_.hn, m.param("cyb.dk_head.weight"), rows_, D, 1);
+      m.be.embedding_backward(m.grad("cyb.dk_head.bias"), d_zero_, g_dk_, rows_, 1, T(1));  // db_DK = sum_rows dl/do_DK
+      m.readout_backward(ro_, dz, dx, dhn);
+    }
     m.backward_pass(acts_, kv_, dx);
     T* g = m.alloc((size_t)rows_ * D);
     m.be.gather_rows(g, D, dx, D, d_real_, n_, D);

@@ -222,6 +222,8 @@ class LatentCotMethod : public Method<Bk> {
       Step& s = steps_[k];
       if (s.rows.empty()) continue;
       const int n = (int)s.rows.size();
+      T* dx = m.zeros((size_t)n * D);  // dL/dz^k of these rows: carried to step k-1
+      auto scratch = m.scratch();      // the rest (dlogits (n, V) above all): this step's temporaries
       T* glp = m.alloc(n);
       m.be.gather_rows(glp, 1, g_logp_all_ + (size_t)k * N_, 1, s.d_rows, n, 1);
       if (loss_scale != 1.0) m.be.scale(glp, T(loss_scale), n);
@@ -245,7 +247,6 @@ class LatentCotMethod : public Method<Bk> {
       }
       if (dz_next && s.n_next > 0)  // z^{k+1} = h^k: the next step's input gradient lands on these rows' hn
         m.be.scatter_add_rows(dhn, D, dz_next, D, s.d_keep, s.n_next, D);
-      T* dx = m.zeros((size_t)n * D);
       m.readout_backward(s.ro, dlogits, dx, dhn);
       m.backward_pass(s.acts, kv_, dx);  // dx: dL/dz^k of these rows
       dz_next = dx;

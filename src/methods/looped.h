@@ -39,7 +39,10 @@ class LoopedMethod : public Method<Bk> {
 
   void backward(Model<Bk>& m, double loss_scale) override {
     T* dx = m.zeros((size_t)n_ * m.cfg.dim);
-    m.readout_backward(ro_, loss_.backward(m, loss_scale), dx);
+    {
+      auto scratch = m.scratch();  // dlogits (n, V), dead after the readout's backward
+      m.readout_backward(ro_, loss_.backward(m, loss_scale), dx);
+    }
     for (int i = K_; i >= 0; i--) m.backward_pass(acts_[i], kv_[i], dx);  // dx: d x^{i+1} -> d x^i
     m.embed_backward(ids_, dx, n_);
   }

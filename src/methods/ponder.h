@@ -57,10 +57,14 @@ class PonderMethod : public Method<Bk> {
     const int D = m.cfg.dim;
     const size_t nd = (size_t)n_ * D;
     T* de = m.zeros(nd);  // dL/de^P
-    m.readout_backward(ro_[P_], loss_.backward(m, loss_scale), de);
+    {
+      auto scratch = m.scratch();  // dlogits (n, V), dead after the readout's backward
+      m.readout_backward(ro_[P_], loss_.backward(m, loss_scale), de);
+    }
     m.backward_pass(acts_[P_], kv_[P_], de);
     T* dh = m.alloc(nd);
     for (int i = P_ - 1; i >= 0; i--) {
+      auto scratch = m.scratch();  // this pass's dz (n, V): one pass's temporaries at a time
       // e^{i+1} = e^i + phi(F(e^i)): the residual passes de through; the pondering path adds to it.
       T* dz = se_[i].backward(m, de);
       m.be.fill(dh, T(0), nd);

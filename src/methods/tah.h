@@ -436,6 +436,8 @@ class TahMethod : public Method<Bk> {
       Step& s = steps_[k];
       if (s.rows.empty()) continue;
       const int n = (int)s.rows.size();
+      T* dx = m.zeros((size_t)n * D);  // dL/dx^{k+1} of these rows: carried to depth k-1
+      auto scratch = m.scratch();      // the rest (dlogits (n, V) above all): this depth's temporaries
       T* glp = m.alloc(n);
       m.be.gather_rows(glp, 1, g_logp_all_ + (size_t)k * N_, 1, s.d_rows, n, 1);
       if (loss_scale != 1.0) m.be.scale(glp, T(loss_scale), n);
@@ -460,7 +462,6 @@ class TahMethod : public Method<Bk> {
         }
         m.be.scatter_add_rows(de, D, de_rows, D, s.d_rows, n, D);
       }
-      T* dx = m.zeros((size_t)n * D);
       m.readout_backward(s.ro, dlogits, dx, dhn);
       m.backward_pass(s.acts, kv_, dx);  // dx: dL/dx^{k+1} of these rows
       dx_next = dx;

@@ -1,0 +1,13 @@
+// Settings every test of build/run_tests runs under, made before main():
+//   ADA_ARENA_POISON=1   the step arena fills what a scratch scope releases
+//                        with 0xFF (NaN), so a buffer read after its scope
+//                        ended fails the gradient checks and the CPU/GPU
+//                        agreement tests instead of reading stale values
+//                        (src/backend/arena.h). Programs the tests start
+//                        (./train_cpu, ./study, ...) inherit it.
+// An explicit setting in the environment wins (setenv's last argument 0).
+#include <cstdlib>
+
+namespace {
+const int kArenaPoison = setenv("ADA_ARENA_POISON", "1", 0);
+}  // namespace
