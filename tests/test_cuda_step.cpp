@@ -169,9 +169,9 @@ StepResult run_step(Bk& be, const std::string& name, const ada::MethodOptions& o
   model->arena.reset();
   model->zero_grads();
   method->forward(*model, b, true);
+  method->per_token_argmax(*model, res.argmax);  // before the backward turns the logits into dlogits
   method->backward(*model, 1.0);
   const ada::StepStats st = method->stats(*model);
-  method->per_token_argmax(*model, res.argmax);
   res.loss = st.loss, res.ce = st.ce, res.halting = st.halting;
   const size_t n = model->num_params();
   res.grads.resize(n);

@@ -316,21 +316,24 @@ class AdaPonderMethod : public Method<Bk> {
     for (int i = K; i >= 0; i--) {
       Pass& P = passes_[i];
       const int n = (int)P.rows.size();
-      auto scratch = m.scratch();  // this pass's dz (n, V) and the rest: one pass's temporaries at a time
-      // CE of the rows that end in this pass: dL/dlogp = -scale / (supervised tokens)
-      T* g = m.alloc(n);
-      m.be.fill(g, T(supervised_ ? -loss_scale / supervised_ : 0.0), n);
-      T* dz = m.alloc((size_t)n * V);
-      m.be.logsoftmax_target_backward(dz, P.ro.logits, P.lse, P.d_targets, g, nullptr, n, V, V);
+      auto scratch = m.scratch();  // this pass's temporaries (dz_se (n, V) above all), one pass at a time
       T* dhn = nullptr;
+      T* dz_se = nullptr;
       if (i < K) {
         T* dupd = m.alloc((size_t)n * D);
         m.be.gather_rows(dupd, D, de, D, P.d_rows, n, D);  // dL/d(update) = dL/de^{i+1} rows
         if (gates) dhn = gate_backward(m, i, P, dupd, loss_scale);
         T* dphi = m.alloc((size_t)n * D);
         m.be.scale_rows(dphi, dupd, P.coef, n, D);
-        m.be.axpy(dz, T(1), P.se.backward(m, dphi), (size_t)n * V);
+        dz_se = P.se.backward(m, dphi);  // reads the logits (p is recomputed from them)
       }
+      // CE of the rows that end in this pass, dL/dlogp = -scale / (supervised tokens): dz is
+      // written over the logits (the classifier's backward in place, next_token_loss.h)
+      T* g = m.alloc(n);
+      m.be.fill(g, T(supervised_ ? -loss_scale / supervised_ : 0.0), n);
+      T* dz = P.ro.logits;
+      m.be.logsoftmax_target_backward(dz, P.ro.logits, P.lse, P.d_targets, g, nullptr, n, V, V);
+      if (dz_se) m.be.axpy(dz, T(1), dz_se, (size_t)n * V);
       T* dx = m.zeros((size_t)n * D);
       m.readout_backward(P.ro, dz, dx, dhn);
       m.backward_pass(P.acts, P.kv, dx);

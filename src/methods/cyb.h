@@ -252,8 +252,8 @@ class CybMethod : public Method<Bk> {
     }
     T* dx = m.zeros((size_t)rows_ * D);
     {
-      auto scratch = m.scratch();  // dz (rows, V) and dhn: dead after the readout's backward
-      T* dz = m.alloc((size_t)rows_ * V);
+      auto scratch = m.scratch();  // dhn: dead after the readout's backward
+      T* dz = ro_.logits;          // dlogits in place of the logits (next_token_loss.h)
       m.be.logsoftmax_target_backward(dz, ro_.logits, lse_, d_tg_, g_logp_, g_lse_, rows_, V, V);
       T* dhn = m.alloc((size_t)rows_ * D);  // from the DK logit o_DK = w_DK . hn
       m.be.matmul_backward(dhn, m.grad("cyb.dk_head.weight"), g_dk_, ro_.hn, m.param("cyb.dk_head.weight"), rows_, D, 1);

@@ -223,11 +223,11 @@ class LatentCotMethod : public Method<Bk> {
       if (s.rows.empty()) continue;
       const int n = (int)s.rows.size();
       T* dx = m.zeros((size_t)n * D);  // dL/dz^k of these rows: carried to step k-1
-      auto scratch = m.scratch();      // the rest (dlogits (n, V) above all): this step's temporaries
+      auto scratch = m.scratch();      // the rest: this step's temporaries
       T* glp = m.alloc(n);
       m.be.gather_rows(glp, 1, g_logp_all_ + (size_t)k * N_, 1, s.d_rows, n, 1);
       if (loss_scale != 1.0) m.be.scale(glp, T(loss_scale), n);
-      T* dlogits = m.alloc((size_t)n * V);
+      T* dlogits = s.ro.logits;  // in place of the logits (next_token_loss.h)
       m.be.logsoftmax_target_backward(dlogits, s.ro.logits, s.lse, s.d_targets, glp, nullptr, n, V, V);
       T* dhn = m.zeros((size_t)n * D);
       if (s.router.g) {  // router: dlogit = dL/dg g (1 - g)

@@ -39,10 +39,7 @@ class LoopedMethod : public Method<Bk> {
 
   void backward(Model<Bk>& m, double loss_scale) override {
     T* dx = m.zeros((size_t)n_ * m.cfg.dim);
-    {
-      auto scratch = m.scratch();  // dlogits (n, V), dead after the readout's backward
-      m.readout_backward(ro_, loss_.backward(m, loss_scale), dx);
-    }
+    m.readout_backward(ro_, loss_.backward(m, loss_scale), dx);  // dlogits in place of the logits
     for (int i = K_; i >= 0; i--) m.backward_pass(acts_[i], kv_[i], dx);  // dx: d x^{i+1} -> d x^i
     m.embed_backward(ids_, dx, n_);
   }

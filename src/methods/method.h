@@ -128,6 +128,10 @@ class Method {
   void set_communicator(Communicator* c) { comm_ = c; }
 
   virtual void forward(Model<Bk>& m, const Batch& batch, bool training) = 0;
+  // The backward writes dlogits over the forward's logits (the classifier's
+  // backward in place, next_token_loss.h): probabilities() and
+  // per_token_argmax() read the logits, so ask them before the backward;
+  // stats() and per_token() read what the forward reduced and work after it.
   virtual void backward(Model<Bk>& m, double loss_scale) = 0;
   virtual StepStats stats(Model<Bk>& m) = 0;
 

@@ -3,6 +3,11 @@
 //   logp_n = log softmax(z_n)[y_n];   L = -(1/|S|) sum_{n in S} logp_n,
 //   S = rows with a target (y >= 0).
 //   backward: dL/dlogp_n = -1/|S| for n in S (then log-softmax backward).
+// The classifier's backward works in place, as llm.c's fused classifier does:
+// dlogits overwrite the logits (each element is read once, then written), so
+// a step never holds a second (n, V) buffer for them. The logits are gone
+// after backward(); argmax() refuses then, and a method's probabilities()
+// must not be asked after its backward (the trainer and the evaluation never do).
 #pragma once
 #include <cmath>
 #include <limits>
@@ -32,13 +37,15 @@ struct NextTokenLoss {
   int* y = nullptr;  // (n) targets, backend
   T* lse = nullptr;  // (n)
   T* logp = nullptr; // (n)
-  const T* logits = nullptr;
+  T* logits = nullptr;  // (n, V): after backward(), dlogits
+  bool consumed = false;
   std::vector<int> host_targets;
 
-  void forward(Model<Bk>& m, const T* z, const std::vector<int>& targets) {
+  void forward(Model<Bk>& m, T* z, const std::vector<int>& targets) {
     n = (int)targets.size();
     V = m.cfg.vocab;
     logits = z;
+    consumed = false;
     host_targets = targets;
     count = 0;
     for (int t : targets) {
@@ -56,13 +63,14 @@ struct NextTokenLoss {
   // Mean -log p(y) over supervised rows (host; synchronises).
   double mean(Model<Bk>& m) const { return count ? -m.be.sum(logp, n) / count : 0.0; }
 
-  // dlogits (n, V) for d(scale * L).
-  T* backward(Model<Bk>& m, double scale) const {
+  // dlogits (n, V) for d(scale * L), written over the logits.
+  T* backward(Model<Bk>& m, double scale) {
+    check(!consumed, "NextTokenLoss::backward: the logits were already turned into dlogits");
     T* g = m.alloc(n);
     m.be.fill(g, T(count ? -scale / count : 0.0), n);
-    T* dz = m.alloc((size_t)n * V);
-    m.be.logsoftmax_target_backward(dz, logits, lse, y, g, nullptr, n, V, V);
-    return dz;
+    m.be.logsoftmax_target_backward(logits, logits, lse, y, g, nullptr, n, V, V);  // in place
+    consumed = true;
+    return logits;
   }
 
   // The summary of a method whose objective is exactly this loss.
@@ -79,7 +87,10 @@ struct NextTokenLoss {
   }
 
   // The argmax of every row's distribution (host, n).
-  void argmax(Model<Bk>& m, std::vector<int>& out) const { argmax_to_host(m, logits, n, out); }
+  void argmax(Model<Bk>& m, std::vector<int>& out) const {
+    check(!consumed, "NextTokenLoss::argmax after backward: the logits are now dlogits");
+    argmax_to_host(m, logits, n, out);
+  }
 
   void per_token(Model<Bk>& m, std::vector<double>& nll) const {
     std::vector<double> lp(n);

@@ -75,10 +75,7 @@ class PauseMethod : public Method<Bk> {
   void backward(Model<Bk>& m, double loss_scale) override {
     const int D = m.cfg.dim;
     T* dh = m.zeros((size_t)n_ * D);
-    {
-      auto scratch = m.scratch();  // dlogits (n, V), dead after the readout's backward
-      m.readout_backward(ro_, loss_.backward(m, loss_scale), dh);
-    }
+    m.readout_backward(ro_, loss_.backward(m, loss_scale), dh);  // dlogits in place of the logits
     T* dx = m.zeros((size_t)nrows_ * D);
     m.be.scatter_rows(dx, D, dh, D, d_read_, n_, D);
     m.backward_pass(acts_, kv_, dx);

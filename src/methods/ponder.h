@@ -57,10 +57,7 @@ class PonderMethod : public Method<Bk> {
     const int D = m.cfg.dim;
     const size_t nd = (size_t)n_ * D;
     T* de = m.zeros(nd);  // dL/de^P
-    {
-      auto scratch = m.scratch();  // dlogits (n, V), dead after the readout's backward
-      m.readout_backward(ro_[P_], loss_.backward(m, loss_scale), de);
-    }
+    m.readout_backward(ro_[P_], loss_.backward(m, loss_scale), de);  // dlogits in place of the logits
     m.backward_pass(acts_[P_], kv_[P_], de);
     T* dh = m.alloc(nd);
     for (int i = P_ - 1; i >= 0; i--) {

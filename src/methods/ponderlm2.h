@@ -144,10 +144,7 @@ class PonderLM2Method : public Method<Bk> {
   void backward(Model<Bk>& m, double loss_scale) override {
     const int D = m.cfg.dim;
     T* dh = m.zeros((size_t)N_ * D);
-    {
-      auto scratch = m.scratch();  // dlogits (n, V), dead after the readout's backward
-      m.readout_backward(ro_, loss_.backward(m, loss_scale), dh);
-    }
+    m.readout_backward(ro_, loss_.backward(m, loss_scale), dh);  // dlogits in place of the logits
     T* dx = m.zeros((size_t)passes_.back().n * D);  // dL/d(final pass output): only at stage-K rows
     m.be.scatter_rows(dx, D, dh, D, d_read_, N_, D);
     T* dS0 = m.zeros((size_t)N_ * D);

@@ -28,10 +28,7 @@ class StandardMethod : public Method<Bk> {
   void backward(Model<Bk>& m, double loss_scale) override {
     const int D = m.cfg.dim;
     T* dx = m.zeros((size_t)n_ * D);
-    {
-      auto scratch = m.scratch();  // dlogits (n, V), dead after the readout's backward
-      m.readout_backward(ro_, loss_.backward(m, loss_scale), dx);
-    }
+    m.readout_backward(ro_, loss_.backward(m, loss_scale), dx);  // dlogits in place of the logits
     m.backward_pass(acts_, kv_, dx);
     m.embed_backward(ids_, dx, n_);
   }
