@@ -1,7 +1,9 @@
 // The step arena (src/backend/arena.h): allocations never overlap, a request
 // that does not fit the newest block uses the room left in earlier ones
 // (first fit), reset() merges the blocks into one that holds the whole step,
-// after which the same step allocates nothing, and the peaks are tracked.
+// after which the same step allocates nothing, and the peaks are tracked;
+// scratch scopes release (and poison) what they allocated, so a method's
+// backward holds one pass's temporaries at a time.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,8 @@
 
 #include "backend/arena.h"
 #include "backend/cpu_backend.h"
+#include "method_test_util.h"
+#include "methods/registry.h"
 
 using namespace ada;
 
@@ -108,4 +112,35 @@ TEST(Arena, ScopesReleaseAndPoison) {
   EXPECT_GE(a.capacity(), peak + peak / 8);
   EXPECT_LT(a.capacity(), peak + peak / 8 + 256);
   (void)keep;
+}
+
+// What a method's backward adds on top of what its forward saved is one
+// pass's temporaries, whatever the number of passes: the scratch scopes
+// release each pass's dlogits, recomputed probabilities and layer gradients
+// before the next pass's backward, and the classifier's backward reuses the
+// logits. Before the scopes, ponder's backward grew by about three (n, V)
+// buffers per pass.
+namespace {
+size_t backward_extra(const std::string& name, int passes) {
+  CpuBackend<float> be;
+  MethodOptions o;
+  o.iters = passes - 1;
+  o.ponder_steps = passes - 1;
+  auto method = make_method<CpuBackend<float>>(name, o);
+  auto m = make_model(be, preset_config("test"), *method);
+  const Batch b = ada::test::random_batch(2, 16, m->cfg.vocab, 3);
+  m->arena.reset();
+  method->forward(*m, b, true);
+  const size_t after_forward = m->arena.used();
+  method->backward(*m, 1.0);
+  return m->arena.step_peak() - after_forward;
+}
+}  // namespace
+
+TEST(Arena, BackwardHoldsOnePassOfTemporaries) {
+  for (const std::string name : {"ponder", "looped"}) {
+    const size_t two = backward_extra(name, 2), five = backward_extra(name, 5);
+    EXPECT_GT(two, 0u) << name;
+    EXPECT_EQ(five, two) << name << ": the backward's peak over the forward grows with the passes";
+  }
 }

@@ -114,6 +114,7 @@ class Arena {
   size_t peak_capacity() const { return peak_capacity_; }
   size_t peak_used() const { return peak_used_; }
   size_t used() const { return total_used_; }
+  size_t step_peak() const { return step_peak_; }  // the most in use at once since the last reset()
 
  private:
   static bool poison_from_env() {
