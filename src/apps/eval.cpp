@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
     check(o.seq <= ck.meta.cfg.max_seq, "--seq " + std::to_string(o.seq) + " is longer than the model context " +
                                             std::to_string(ck.meta.cfg.max_seq));
     check(o.batches >= 0, "--batches must be >= 0 (0 = every token once)");
-    check_memory(activation_bytes(ck.meta.cfg, (double)o.batch * o.seq * ck.method->max_passes(), 4, false),
+    check_memory(activation_bytes(ck.meta.cfg, (double)o.batch * o.seq, ck.method->max_passes(), 4, false),
                  "evaluation", std::to_string(o.batch) + " x " + std::to_string(o.seq) + " tokens per batch");
 
     auto tok = load_tokenizer(o.tokenizer);

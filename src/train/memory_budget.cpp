@@ -22,13 +22,12 @@ double model_bytes(const ModelConfig& c, double n_params, int real_bytes, bool t
   return (training ? training_state_bytes(n_params, real_bytes) : n_params * real_bytes) + rope;
 }
 
-double activation_bytes(const ModelConfig& c, double rows, int real_bytes, bool training) {
+double activation_bytes(const ModelConfig& c, double tokens, int passes, int real_bytes, bool training) {
   // per layer and row: 2 norms, q|k|v, attention output, its projection, the
   // residual (D each but qkv 3D: 8D), gate|up and SwiGLU (3F), softmax sums (H)
   const double per_layer = 8.0 * c.dim + 3.0 * c.hidden + c.heads;
   const double layers = training ? c.layers : 1;
-  const double logits = (training ? 2.0 : 1.0) * c.vocab;  // logits (and their gradient)
-  return rows * (layers * per_layer + logits) * real_bytes;
+  return tokens * (passes * layers * per_layer + c.vocab) * real_bytes;
 }
 
 double available_memory_bytes() {
