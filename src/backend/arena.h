@@ -14,7 +14,10 @@
 // reuses the bytes runs after every kernel that read them.
 // With ADA_ARENA_POISON=1 in the environment (the test binary sets it) the
 // released bytes are filled with 0xFF, a NaN in float and double, so a read
-// after release shows up in every gradient check and agreement test.
+// after release shows up in every gradient check and agreement test. Under
+// AddressSanitizer (make sanitize, make test-asan: host memory, the CPU
+// backend or the CUDA host runner) released bytes are also ASan-poisoned, so
+// a read after release is reported at the instruction that made it.
 #pragma once
 #include <algorithm>
 #include <cstdlib>
@@ -24,6 +27,17 @@
 
 #include "backend/device_array.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define ADA_ARENA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ADA_ARENA_ASAN 1
+#endif
+#endif
+#ifdef ADA_ARENA_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace ada {
 
 template <class Backend>
@@ -31,6 +45,9 @@ class Arena {
  public:
   explicit Arena(Backend& be, size_t initial_bytes = 1 << 20) : be_(be), poison_(poison_from_env()) {
     add_block(initial_bytes);
+  }
+  ~Arena() {
+    for (auto& b : blocks_) asan_unpoison(b.data(), b.size());
   }
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -47,6 +64,7 @@ class Arena {
       const size_t keep = i < m.used.size() ? m.used[i] : 0;
       if (used_[i] <= keep) continue;
       if (poison_) be_.memset_bytes(blocks_[i].data() + keep, 0xFF, used_[i] - keep);
+      asan_poison(blocks_[i].data() + keep, used_[i] - keep);
       total_used_ -= used_[i] - keep;
       used_[i] = keep;
     }
@@ -77,6 +95,7 @@ class Arena {
     while (i < blocks_.size() && used_[i] + bytes > blocks_[i].size()) i++;
     if (i == blocks_.size()) add_block(bytes > grow_ ? bytes : grow_);
     U* p = reinterpret_cast<U*>(blocks_[i].data() + used_[i]);
+    asan_unpoison(p, bytes);
     used_[i] += bytes;
     total_used_ += bytes;
     step_peak_ = std::max(step_peak_, total_used_);
@@ -93,6 +112,7 @@ class Arena {
   }
 
   void reset() {
+    for (auto& b : blocks_) asan_unpoison(b.data(), b.size());  // whole again (a block may be freed below)
     if (blocks_.size() > 1) {
       const size_t need = step_peak_;  // the most in use at once, scopes counted
       blocks_.clear();
@@ -117,6 +137,13 @@ class Arena {
   size_t step_peak() const { return step_peak_; }  // the most in use at once since the last reset()
 
  private:
+#ifdef ADA_ARENA_ASAN
+  static void asan_poison(void* p, size_t n) { ASAN_POISON_MEMORY_REGION(p, n); }
+  static void asan_unpoison(void* p, size_t n) { ASAN_UNPOISON_MEMORY_REGION(p, n); }
+#else
+  static void asan_poison(void*, size_t) {}
+  static void asan_unpoison(void*, size_t) {}
+#endif
   static bool poison_from_env() {
     const char* e = std::getenv("ADA_ARENA_POISON");
     return e && std::strcmp(e, "0") != 0 && *e;
