@@ -56,7 +56,8 @@ void* CudaBackend::raw_alloc(size_t bytes) {
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
   if (e != cudaSuccess)
-    fail("out of GPU memory allocating " + std::to_string(bytes) + " bytes (" + cudaGetErrorString(e) + ")");
+    fail("out of GPU memory allocating " + std::to_string(bytes) + " bytes (" + cudaGetErrorString(e) +
+         "): halve --batch and double --accum (the same tokens per step), or lower --seq");
   return p;
 }
 

@@ -209,7 +209,7 @@ else
       flag=""; [ "$mode" = deterministic ] && flag=--deterministic
       rm -rf "$BUILD/runs/det_a" "$BUILD/runs/det_b"
       for r in a b; do
-        "$BUILD/bin/train_gpu" --method adaponder --steps 20 --log-every 10 --eval-every 0 --eval-batches 1 $flag \
+        "$BUILD/bin/train_gpu" --method adaponder --steps 20 --seq 128 --log-every 10 --eval-every 0 --eval-batches 1 $flag \
           --data "$DATA" --out "$BUILD/runs/det_$r" || return 2
       done
       fa=$(find "$BUILD/runs/det_a" -name model.safetensors | sort | tail -n 1)
@@ -247,7 +247,7 @@ peak_mib() {
 }
 train_one() {  # train_one <method> [<run name> [VAR=value ...]]: 30 steps with those environment variables
   local m=$1 name=${2:-$1}
-  env "${@:3}" "$BUILD/bin/train_gpu" --method "$m" --steps 30 --log-every 10 --eval-every 0 --eval-batches 2 \
+  env "${@:3}" "$BUILD/bin/train_gpu" --method "$m" --steps 30 --seq 128 --log-every 10 --eval-every 0 --eval-batches 2 \
     --data "$DATA" --out "$BUILD/runs/$name-70m" &
   local pid=$!
   local peak
@@ -296,7 +296,7 @@ else
   if [ -n "$why" ]; then not_run train_nccl "$why"
   else
     ROOT_FLAG=$([ "$(id -u)" = 0 ] && echo --allow-run-as-root)
-    stage train_nccl 90 mpirun $ROOT_FLAG -np 1 "$BUILD/bin/train_gpu_nccl" --method adaponder --steps 20 \
+    stage train_nccl 90 mpirun $ROOT_FLAG -np 1 "$BUILD/bin/train_gpu_nccl" --method adaponder --steps 20 --seq 128 \
       --log-every 10 --eval-every 0 --eval-batches 2 --data "$DATA" --out "$BUILD/runs/adaponder-70m-nccl"
   fi
 fi

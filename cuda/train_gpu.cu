@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   p.summary = "Train a language model with an adaptive-computation method on a CUDA GPU.\nBuilt for " +
               cuda::describe_archs(cuda::built_archs()) + ".";
   p.default_config = "70m";
+  p.default_seq = 1024;  // 16 x 1024 tokens per micro-batch: every method fits an 80 GB GPU (docs/recipes.md)
   p.open_device = [](const Communicator& c) {
     cudaDeviceProp prop;
     const std::string gpu = cuda::open_gpu(c.local_rank(), &prop);

@@ -215,3 +215,30 @@ TEST(Flags, ProgramsRefuseFractionsAndHugeValues) {
     expect_program_error(run_program(cmd, dir), needle);
   }
 }
+
+// train_gpu's own default --seq (1024) is capped at the model's context when
+// --seq is not given, and a given --seq is kept (validate refuses it if too long).
+TEST(Flags, AProgramsDefaultSeqIsCappedAtTheContextUnlessGiven) {
+  auto parsed = [](std::vector<std::string> args, TrainOptions& o) {
+    o.seq = 1024;  // what train_main sets before parsing for train_gpu
+    Flags f("train_gpu", "test");
+    add_train_flags(f, o);
+    std::vector<char*> argv{const_cast<char*>("train_gpu")};
+    for (auto& a : args) argv.push_back(a.data());
+    EXPECT_TRUE(f.parse((int)argv.size(), argv.data()));
+    cap_default_seq(o, f);
+  };
+  TrainOptions a;
+  parsed({"--config", "70m"}, a);
+  EXPECT_EQ(a.seq, 1024);
+  TrainOptions b;
+  parsed({"--config", "test"}, b);  // context 64
+  EXPECT_EQ(b.seq, 64);
+  TrainOptions c;
+  parsed({"--config", "70m", "--seq", "256"}, c);
+  EXPECT_EQ(c.seq, 256);
+  TrainOptions d;
+  parsed({"--config", "test", "--seq", "128"}, d);  // given: kept, and refused by validate
+  EXPECT_EQ(d.seq, 128);
+  expect_error([&] { d.validate(); }, {"--seq 128 is longer than the model context"});
+}

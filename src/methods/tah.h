@@ -437,11 +437,11 @@ class TahMethod : public Method<Bk> {
       if (s.rows.empty()) continue;
       const int n = (int)s.rows.size();
       T* dx = m.zeros((size_t)n * D);  // dL/dx^{k+1} of these rows: carried to depth k-1
-      auto scratch = m.scratch();      // the rest (dlogits (n, V) above all): this depth's temporaries
+      auto scratch = m.scratch();      // the rest: this depth's temporaries
       T* glp = m.alloc(n);
       m.be.gather_rows(glp, 1, g_logp_all_ + (size_t)k * N_, 1, s.d_rows, n, 1);
       if (loss_scale != 1.0) m.be.scale(glp, T(loss_scale), n);
-      T* dlogits = m.alloc((size_t)n * V);
+      T* dlogits = s.ro.logits;  // in place of the logits (next_token_loss.h); the decider's backward reads its own p
       m.be.logsoftmax_target_backward(dlogits, s.ro.logits, s.lse, s.d_targets, glp, nullptr, n, V, V);
       T* dhn = m.zeros((size_t)n * D);
       if (k + 1 < M) {  // the depths with an updater (and, unless fixed, a decider)

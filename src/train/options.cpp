@@ -1,5 +1,6 @@
 #include "train/options.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +17,10 @@ namespace ada {
 static const char* const kTestPresetHint =
     "; --config test is the tests' model (vocabulary 23, context 64): train it with e.g. "
     "--config test --seq 64 --vocab 256 --tokenizer bytes";
+
+void cap_default_seq(TrainOptions& o, const Flags& given) {
+  if (!given.was_set("--seq")) o.seq = std::min(o.seq, o.model_config().max_seq);
+}
 
 void add_train_flags(Flags& f, TrainOptions& o) {
   f.section("model");

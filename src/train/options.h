@@ -49,6 +49,11 @@ struct TrainOptions {
 
 void add_train_flags(Flags& f, TrainOptions& o);
 
+// A program's own default sequence length (train_gpu: 1024), set in `o.seq`
+// before the flags were parsed: when --seq was not given it is capped at the
+// model's context (the test preset's 64), so a smaller --config still runs.
+void cap_default_seq(TrainOptions& o, const Flags& given);
+
 // --embed-scale text -> ModelConfig::embed_scale (0 = the method's own).
 double resolve_embed_scale(const std::string& spec, const ModelConfig& c, const MethodOptions& mo);
 

@@ -22,6 +22,10 @@ namespace ada {
 template <class Bk>
 struct TrainProgram {
   std::string name, summary, default_config;
+  // The sequence length when --seq is not given (capped at the model's
+  // context); 0: TrainOptions' own default. train_gpu trains at 1024, where
+  // a 16-sequence micro-batch gives the GPU work (docs/recipes.md).
+  int default_seq = 0;
   // Starts the run's processes (MPI_Init) and returns their communicator;
   // null: a one-process build, which refuses to run under mpirun and names
   // `mpi_program`, the build that can.
@@ -51,6 +55,7 @@ int train_main(int argc, char** argv, const TrainProgram<Bk>& p) {
     }
     TrainOptions o;
     o.config = p.default_config;
+    if (p.default_seq > 0) o.seq = p.default_seq;  // (so --help shows it)
     Flags flags(p.name, p.summary);
     add_train_flags(flags, o);
     if (p.add_flags) p.add_flags(flags);
@@ -58,6 +63,7 @@ int train_main(int argc, char** argv, const TrainProgram<Bk>& p) {
     check(flags.positional().empty(),
           "unexpected argument '" + (flags.positional().empty() ? std::string() : flags.positional()[0]) + "'");
     if (p.open_device) p.open_device(*comm);
+    if (p.default_seq > 0) cap_default_seq(o, flags);
     if (!o.resume.empty()) {  // flags not given take the checkpoint's values
       const std::string ckpt = resolve_checkpoint(o.resume);
       resume_options(o, flags, read_train_options(ckpt), ckpt);
