@@ -9,9 +9,10 @@
 // (dz then goes through the readout backward into W and h.)
 // Cost: two V x D products per row, as much as the head itself; counted, and
 // beside them the softmax over V (5V + 1 other ops per row, model/flop_count.h).
-// The backward runs the softmax again: p is not kept between the forward and the backward (an (N, V) buffer
-// per pass, the largest thing a pondering step would otherwise hold) but
-// recomputed from the logits, which the readout keeps anyway.
+// The backward runs the softmax again: p is not kept between the forward and
+// the backward (an (N, V) buffer per pass, the largest thing a pondering step
+// would otherwise hold) but recomputed from the logits, which the readout
+// keeps anyway.
 #pragma once
 #include "model/model.h"
 
