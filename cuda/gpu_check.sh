@@ -14,7 +14,7 @@
 #                same bit for bit? (a measurement: atomics may make it differ)
 #   bench_gpu    kernels against cuBLAS, whole steps on the 70m shapes (MFU);
 #                fails when a GEMM's output disagrees with cuBLAS's (FAIL lines)
-#   train_<m>    30 steps of train_gpu --method <m> at the 70m config, for
+#   train_<m>    30 steps of train_gpu --method <m> at the 70m config (16 x 128), for
 #                every method: first and last loss, tokens/s, peak memory;
 #                standard_mma, adaponder_mma: the same on the opt-in
 #                tensor-core GEMM and attention (ADA_GEMM=bf16mma ADA_ATTN=mma)
@@ -168,6 +168,9 @@ fi
 # config's vocabulary), tokenized once instead of at every run.
 DATA="$BUILD/data"
 export DATA
+# The training stages are short checks: 16 x 128 tokens per step, not
+# train_gpu's default of 16 x 1024 (bench_gpu measures the 70m shapes).
+export SEQ=128  # (the stages run their functions in a new bash)
 if [ ! -x "$BUILD/bin/tokenize" ]; then not_run data "$BUILD/bin/tokenize was not built (see the build stage)"
 else stage data 60 "$BUILD/bin/tokenize" --tokenizer gpt2 --out-dir "$DATA" data/kjv.txt
 fi
@@ -209,7 +212,7 @@ else
       flag=""; [ "$mode" = deterministic ] && flag=--deterministic
       rm -rf "$BUILD/runs/det_a" "$BUILD/runs/det_b"
       for r in a b; do
-        "$BUILD/bin/train_gpu" --method adaponder --steps 20 --seq 128 --log-every 10 --eval-every 0 --eval-batches 1 $flag \
+        "$BUILD/bin/train_gpu" --method adaponder --steps 20 --seq "$SEQ" --log-every 10 --eval-every 0 --eval-batches 1 $flag \
           --data "$DATA" --out "$BUILD/runs/det_$r" || return 2
       done
       fa=$(find "$BUILD/runs/det_a" -name model.safetensors | sort | tail -n 1)
@@ -247,7 +250,7 @@ peak_mib() {
 }
 train_one() {  # train_one <method> [<run name> [VAR=value ...]]: 30 steps with those environment variables
   local m=$1 name=${2:-$1}
-  env "${@:3}" "$BUILD/bin/train_gpu" --method "$m" --steps 30 --seq 128 --log-every 10 --eval-every 0 --eval-batches 2 \
+  env "${@:3}" "$BUILD/bin/train_gpu" --method "$m" --steps 30 --seq "$SEQ" --log-every 10 --eval-every 0 --eval-batches 2 \
     --data "$DATA" --out "$BUILD/runs/$name-70m" &
   local pid=$!
   local peak
@@ -296,7 +299,7 @@ else
   if [ -n "$why" ]; then not_run train_nccl "$why"
   else
     ROOT_FLAG=$([ "$(id -u)" = 0 ] && echo --allow-run-as-root)
-    stage train_nccl 90 mpirun $ROOT_FLAG -np 1 "$BUILD/bin/train_gpu_nccl" --method adaponder --steps 20 --seq 128 \
+    stage train_nccl 90 mpirun $ROOT_FLAG -np 1 "$BUILD/bin/train_gpu_nccl" --method adaponder --steps 20 --seq "$SEQ" \
       --log-every 10 --eval-every 0 --eval-batches 2 --data "$DATA" --out "$BUILD/runs/adaponder-70m-nccl"
   fi
 fi

@@ -31,9 +31,9 @@
 #include "attention_mma.h"
 #include "backend/device_array.h"
 #include "bf16_bits.h"
-#include "race_checked.h"
 #include "core/rng.h"
 #include "cuda_backend.h"
+#include "race_checked.h"
 #include "train/cpu_instances.h"
 
 #if defined(ADA_HOSTRUN)
@@ -53,7 +53,6 @@ using IVec = std::vector<int>;
 
 constexpr double kTol = ada::cuda::kAttentionMmaTol;  // 2e-2 against the fp32 inputs
 constexpr double kRoundedTol = 5e-3;                  // against the same bf16-rounded inputs
-
 
 Vec randn(size_t n, uint64_t seed) {
   ada::Rng r(seed);

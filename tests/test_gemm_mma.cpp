@@ -35,11 +35,11 @@
 #include <vector>
 
 #include "bf16_bits.h"
-#include "race_checked.h"
 #include "compat.h"
 #include "cuda_test_array.h"
 #include "gemm_mma.h"
 #include "kernels.h"
+#include "race_checked.h"
 
 #if defined(ADA_HOSTRUN)
 #include "hostrun/scheduler.h"
@@ -55,7 +55,6 @@ using ada::test::from_bf16;
 const __nv_bfloat16* as_bf16(const DeviceArray<uint16_t>& a) {
   return reinterpret_cast<const __nv_bfloat16*>(a.get());
 }
-
 
 GemmShape shape(bool ta, bool tb, int M, int N, int K, int pad = 0, int cpad = 0) {
   GemmShape g;

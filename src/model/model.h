@@ -221,7 +221,7 @@ class Model {
     const int N = a.n, D = cfg.dim, F = cfg.hidden, H = cfg.heads, hs = cfg.head_dim();
     check(kv.dK.size() == (size_t)cfg.layers && kv.dK[0] != nullptr, "KV store has no gradient buffers");
     const AttnDims dims{N, kv.B, kv.S, H, hs, 3 * D};
-    auto scratch = arena.scope();  // the layers' gradient buffers, released on return
+    auto tmp = scratch();  // the layers' gradient buffers, released on return
     T* dact = alloc(N * F);
     T* dgu = alloc(N * 2 * F);
     T* dxn = alloc(N * D);
@@ -269,7 +269,7 @@ class Model {
   // that reached the normalised state hn by another path (a gate reading it).
   void readout_backward(const ReadoutActs& r, const T* dlogits, T* dx, const T* dhn_extra = nullptr) {
     const int D = cfg.dim, V = cfg.vocab;
-    auto scratch = arena.scope();
+    auto tmp = scratch();  // dhn, released on return
     T* dhn = alloc((size_t)r.n * D);
     be.matmul_backward(dhn, g.head, dlogits, r.hn, w.head, r.n, D, V);
     if (dhn_extra) be.axpy(dhn, T(1), dhn_extra, (size_t)r.n * D);

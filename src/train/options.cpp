@@ -123,8 +123,8 @@ void TrainOptions::validate() const {
                               " or less, or raise --max-seq)" + (config == "test" ? kTestPresetHint : ""));
   // Memory, estimated from the sizes before anything is allocated (float32, as on the CPU).
   const int passes = make_method<CpuBackend<float>>(method, method_opts)->max_passes();
-  check_memory(model_bytes(c, (double)c.num_params(), 4, true) + activation_bytes(c, (double)batch * seq, passes, 4, true),
-               "training",
+  const double tokens = (double)batch * seq;
+  check_memory(model_bytes(c, (double)c.num_params(), 4, true) + activation_bytes(c, tokens, passes, 4, true), "training",
                c.describe() + "; " + std::to_string(batch) + " x " + std::to_string(seq) + " tokens x " +
                    std::to_string(passes) + " passes per micro-batch");
   check(lr > 0 && lr < 10, "--lr must be in (0, 10) (got " + std::to_string(lr) + ")");
