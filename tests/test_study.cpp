@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -198,13 +199,68 @@ TEST(StudyProgram, SecondRunReusesFinishedRuns) {
   for (auto& b : before) EXPECT_FALSE(b.empty());
   EXPECT_FALSE(exists(dir + "/s/runs/standard_s1337/ckpt_3")) << "intermediate checkpoints are removed";
 
+  // The second run reads each run's record (record.json, record.bin), not its checkpoint.
+  for (const char* run : {"standard_s1337", "adaponder_s1337"})
+    for (const char* f : {"/record.json", "/record.bin"}) EXPECT_TRUE(exists(dir + "/s/runs/" + run + f)) << run << f;
   r = run_program(cmd, dir);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out.find("step "), std::string::npos) << "trained again:\n" << r.out;
-  EXPECT_NE(r.out.find("reusing the finished run"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reusing the record of " + dir + "/s/runs/standard_s1337"), std::string::npos) << r.out;
   for (size_t i = 0; i < ckpt_files.size(); i++) EXPECT_EQ(read_bytes(ckpt_files[i]), before[i]) << ckpt_files[i];
-  const std::set<std::string> timing = {"infer_us", "date"};
+  const std::set<std::string> timing = {"date"};  // the record keeps the measured inference time
   EXPECT_EQ(without(parse_json(read_bytes(dir + "/s/results.json"), "second"), timing), without(j, timing));
+
+  // Without a record the finished checkpoint is evaluated again (and the record rewritten).
+  std::filesystem::remove(dir + "/s/runs/standard_s1337/record.json");
+  r = run_program(cmd, dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("reusing the finished run " + dir + "/s/runs/standard_s1337/ckpt_12"), std::string::npos) << r.out;
+  EXPECT_TRUE(exists(dir + "/s/runs/standard_s1337/record.json"));
+}
+
+// A study continued in another session from its records alone (the
+// checkpoints are not committed): the same figures, nothing trained; a record
+// of other options, or a damaged one, is one clear error.
+TEST(StudyProgram, ContinuesFromRecordsWithoutCheckpoints) {
+  const std::string study = program("study");
+  if (study.empty()) GTEST_SKIP() << "set ADA_BIN_DIR to the folder of the built programs to run them";
+  const std::string dir = scratch_dir("study_records"), text = small_text(dir);
+  const std::string cmd =
+      study + " --quick --data " + text + " --val-fraction 0.1 --steps 12 --knob '' --out " + dir + "/s";
+  ProgramResult r = run_program(cmd, dir);
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  const Json first = parse_json(read_bytes(dir + "/s/results.json"), "first");
+  // What a fresh clone holds: the records (and the logs), no checkpoint.
+  for (const char* run : {"standard_s1337", "adaponder_s1337"}) {
+    const std::string rd = dir + "/s/runs/" + run;
+    std::filesystem::remove_all(rd + "/ckpt_12");
+    std::filesystem::remove(rd + "/latest");
+  }
+  r = run_program(cmd, dir);
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_EQ(r.out.find("step "), std::string::npos) << "trained again:\n" << r.out;
+  EXPECT_NE(r.out.find("reusing the record of " + dir + "/s/runs/adaponder_s1337"), std::string::npos) << r.out;
+  const Json second = parse_json(read_bytes(dir + "/s/results.json"), "second");
+  EXPECT_EQ(without(second, {"date"}), without(first, {"date"}));
+  EXPECT_FALSE(exists(dir + "/s/runs/standard_s1337/latest")) << "nothing trained";
+
+  // A knob needs the model itself.
+  expect_program_error(run_program(study + " --quick --data " + text + " --val-fraction 0.1 --steps 12 --out " + dir + "/s", dir),
+                       "holds no checkpoint (only its record)");
+  // A record of another training option is not reused, and the error names the option.
+  expect_program_error(run_program(cmd + " --lr 1e-3", dir), "was made with --lr 0.0030000000000000001, this study has 0.001");
+  // A truncated per-token file.
+  const std::string bin = dir + "/s/runs/standard_s1337/record.bin";
+  const std::string bytes = read_bytes(bin);
+  write_bytes(bin, bytes.substr(0, bytes.size() - 3));
+  expect_program_error(run_program(cmd, dir), "record.bin: " + std::to_string(bytes.size() - 3) + " bytes, " +
+                                                  std::to_string(bytes.size()) + " expected");
+  // A corrupt value.
+  std::string bad = bytes;
+  const double nan = std::nan("");
+  std::memcpy(&bad[16], &nan, 8);  // the first token's NLL
+  write_bytes(bin, bad);
+  expect_program_error(run_program(cmd, dir), "record.bin: token 0 has NLL nan (corrupt)");
 }
 
 // Bad flags: one line naming the problem, before any training.

@@ -27,6 +27,7 @@
 #include "train/checkpoint.h"
 #include "train/comparison.h"
 #include "train/evaluation.h"
+#include "train/study_record.h"
 #include "train/study_results.h"
 
 using namespace ada;
@@ -113,6 +114,8 @@ void fill_from_eval(StudyRun& run, const EvalReport& e) {
   run.passes = e.mean_passes();
   run.infer_flops = e.flops_per_token();
   run.infer_other = e.other_per_token();
+  run.halting = e.halting;
+  run.class_names = e.class_names;
   run.pass_hist.clear();
   for (auto& kv : e.pass_histogram()) run.pass_hist[kv.first] = kv.second;
   run.nll = e.nll, run.tok_passes = e.passes, run.correct = e.correct, run.position = e.position;
@@ -120,6 +123,45 @@ void fill_from_eval(StudyRun& run, const EvalReport& e) {
   double c = 0;
   for (uint8_t x : e.correct) c += x;
   run.accuracy = e.correct.empty() ? NAN : c / e.correct.size();
+}
+
+// Trains (or resumes, or reuses the finished checkpoint of) the run of
+// options o in o.out, then evaluates it on every validation token and
+// measures its inference time. pre: the run it was post-trained from (its
+// training is added to this run's), or null.
+StudyRun train_and_evaluate(TrainOptions o, const StudyRun* pre, const Dataset& data, const Tokenizer* tok,
+                            int infer_threads) {
+  const RunProgress prog = run_progress(o.out);
+  check(prog.step <= o.steps, o.out + " holds a run at step " + std::to_string(prog.step) + ", past --steps " +
+                                  std::to_string(o.steps) + " (another study's folder?)");
+  if (prog.step > 0 && prog.step < o.steps) o.resume = prog.ckpt, o.init_from.clear();  // resume wins
+  if (prog.step == 0 && pre)
+    check(run_progress(pre->dir).step > 0, o.out + " is post-trained from " + pre->dir +
+                                                ", which holds no checkpoint (only its record): remove " + pre->dir +
+                                                "/record.json so that it is trained again");
+  Bk be;
+  CpuTrainer tr(be, o);
+  if (prog.step == o.steps) {
+    std::printf("reusing the finished run %s\n", prog.ckpt.c_str());
+  } else {
+    if (prog.step > 0) std::printf("resuming %s at step %lld\n", prog.ckpt.c_str(), prog.step);
+    tr.run(data, true);
+  }
+  const RunProgress done = run_progress(o.out);
+  check(done.step == o.steps, "run " + o.out + " did not reach --steps");
+  const TrainState st = load_finished(tr, done.ckpt, o.steps);
+  if (prog.step < o.steps) prune_checkpoints(o.out, done.ckpt);
+  StudyRun run;
+  run.seed = o.seed, run.dir = o.out;
+  run.train_flops = st.flops, run.train_seconds = st.seconds, run.train_tokens = st.tokens;
+  if (pre) run.train_flops += pre->train_flops, run.train_seconds += pre->train_seconds, run.train_tokens += pre->train_tokens;
+  const EvalReport e = evaluate_model(tr.model(), tr.method(), *data.val, tok, o.batch, o.seq, 0);
+  fill_from_eval(run, e);
+  run.infer_us = inference_cost(tr, *data.val, o, infer_threads).us;
+  std::printf("validation (all %zu tokens): loss %.4f, accuracy %.4f, passes %.3f, %s FLOPs/token, %.2f us/token\n",
+              run.nll.size(), run.val_loss, run.accuracy, run.passes, format_count(run.infer_flops).c_str(),
+              run.infer_us);
+  return run;
 }
 
 }  // namespace
@@ -254,37 +296,22 @@ int main(int argc, char** argv) {
         m.method = o.method;
         if (method_opts.size() < res.methods.size() + 1) method_opts.push_back(o);
         std::printf("\n=== %s, seed %lld ===\n", spec.c_str(), seed);
-        const RunProgress prog = run_progress(o.out);
-        check(prog.step <= o.steps, o.out + " holds a run at step " + std::to_string(prog.step) + ", past --steps " +
-                                        std::to_string(o.steps) + " (another study's folder?)");
-        if (prog.step > 0 && prog.step < o.steps) o.resume = prog.ckpt, o.init_from.clear();  // resume wins
-        Bk be;
-        CpuTrainer tr(be, o);
-        if (prog.step == o.steps) {
-          std::printf("reusing the finished run %s\n", prog.ckpt.c_str());
-        } else {
-          if (prog.step > 0) std::printf("resuming %s at step %lld\n", prog.ckpt.c_str(), prog.step);
-          tr.run(data, true);
-        }
-        const RunProgress done = run_progress(o.out);
-        check(done.step == o.steps, "run " + o.out + " did not reach --steps");
-        const TrainState st = load_finished(tr, done.ckpt, o.steps);
-        if (prog.step < o.steps) prune_checkpoints(o.out, done.ckpt);
+        const StudyRecordKey key = study_record_key(spec, o);
         StudyRun run;
-        run.seed = seed, run.dir = o.out;
-        run.train_flops = st.flops, run.train_seconds = st.seconds, run.train_tokens = st.tokens;
-        if (pre) run.train_flops += pre->train_flops, run.train_seconds += pre->train_seconds, run.train_tokens += pre->train_tokens;
-        const EvalReport e = evaluate_model(tr.model(), tr.method(), *data.val, tok.get(), o.batch, o.seq, 0);
-        fill_from_eval(run, e);
-        if (res.methods.empty() && m.runs.empty()) res.classes = e.class_names;
-        check(e.class_names == res.classes, "run " + o.out + " sees other difficulty classes than the first run");
-        run.infer_us = inference_cost(tr, *data.val, o, infer_threads).us;
-        std::printf("validation (all %zu tokens): loss %.4f, accuracy %.4f, passes %.3f, %s FLOPs/token, %.2f us/token\n",
-                    run.nll.size(), run.val_loss, run.accuracy, run.passes, format_count(run.infer_flops).c_str(),
-                    run.infer_us);
+        if (has_study_record(o.out)) {
+          // A finished run kept as its record (study_record.h): nothing to train or evaluate.
+          load_study_record(o.out, key, &run);
+          std::printf("reusing the record of %s (%zu validation tokens, loss %.4f)\n", o.out.c_str(), run.nll.size(),
+                      run.val_loss);
+        } else {
+          run = train_and_evaluate(o, pre, data, tok.get(), infer_threads);
+          save_study_record(o.out, key, run);
+        }
+        if (res.methods.empty() && m.runs.empty()) res.classes = run.class_names;
+        check(run.class_names == res.classes, "run " + o.out + " sees other difficulty classes than the first run");
         if (o.method == "adaponder" && o.method_opts.ada.policy == "gates") {
           learned_passes[seed] = run.passes;
-          learned_hist[seed] = exit_histogram(e.halting, o.method_opts.ponder_steps);
+          learned_hist[seed] = exit_histogram(run.halting, o.method_opts.ponder_steps);
         }
         su.val_tokens = run.nll.size();
         m.runs.push_back(std::move(run));
@@ -301,6 +328,9 @@ int main(int argc, char** argv) {
       m.knob_name = k.flag;
       for (const std::string& v : k.values) {
         const double x = std::strtod(v.c_str(), nullptr);  // a number: parse_knobs checked it
+        check(run_progress(m.runs[0].dir).step > 0,
+              "--knob " + k.label + " evaluates the model of " + m.runs[0].dir + ", which holds no checkpoint (only its "
+              "record): remove its record.json so that it is trained again, or leave out the --knob");
         Bk be;
         auto ck = load_checkpoint_model(be, m.runs[0].dir, k.flag + "=" + v);
         const EvalReport e = evaluate_model(*ck.model, *ck.method, *data.val, tok.get(), o.batch, o.seq, 0);

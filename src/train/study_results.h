@@ -21,11 +21,13 @@ struct StudyRun {
   double val_loss = NAN, accuracy = NAN, passes = NAN, train_flops = NAN, infer_flops = NAN, infer_other = NAN,
          infer_us = NAN, train_seconds = NAN, train_tokens = NAN;
   std::map<long long, long long> pass_hist;  // passes (rounded) -> tokens
+  std::vector<std::pair<std::string, double>> halting;  // EvalReport::halting (token-weighted means)
   // per evaluated token, in evaluation order (EvalReport's vectors)
   std::vector<double> nll, tok_passes;
   std::vector<uint8_t> correct;
   std::vector<size_t> position;
   std::vector<int> cls;
+  std::vector<std::string> class_names;  // the difficulty classes cls indexes (empty for natural text)
 };
 
 // One value of a behaviour knob applied at evaluation to the first seed's model.
