@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The equal-split chain study (docs/tasks.md, "The methods' study"), one
-# stream of items: each item "SPEC@SEED" trains (or resumes, or reuses) one
-# run in studies/chains_eq with the study's fixed budget. Two streams on
+# The equal-split chain study (docs/tasks.md, "The methods' study on
+# equal-split data"), one stream of items: each item "SPEC@SEED" trains (or
+# resumes, or reuses) one run in studies/chains_eq with the study's fixed budget. Two streams on
 # two cores, one thread each, at low priority:
 #
 #   nohup nice -n 15 tools/study_chains_eq.sh standard@1338 ponder@1338 > /dev/null 2>&1 &

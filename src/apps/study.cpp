@@ -326,11 +326,11 @@ int main(int argc, char** argv) {
       StudyMethod& m = res.methods[mi];
       const TrainOptions& o = method_opts[mi];
       m.knob_name = k.flag;
+      check(run_progress(m.runs[0].dir).step > 0,
+            "--knob " + k.label + " evaluates the model of " + m.runs[0].dir + ", which holds no checkpoint (only its "
+            "record): remove its record.json so that it is trained again, or leave out the --knob");
       for (const std::string& v : k.values) {
         const double x = std::strtod(v.c_str(), nullptr);  // a number: parse_knobs checked it
-        check(run_progress(m.runs[0].dir).step > 0,
-              "--knob " + k.label + " evaluates the model of " + m.runs[0].dir + ", which holds no checkpoint (only its "
-              "record): remove its record.json so that it is trained again, or leave out the --knob");
         Bk be;
         auto ck = load_checkpoint_model(be, m.runs[0].dir, k.flag + "=" + v);
         const EvalReport e = evaluate_model(*ck.model, *ck.method, *data.val, tok.get(), o.batch, o.seq, 0);

@@ -120,7 +120,7 @@ void load_study_record(const std::string& dir, const StudyRecordKey& key, StudyR
   };
   check(text("format") == "ada-study-record", jpath + ": not a study record (format)");
   check(number("version") == 1, jpath + ": unknown study record version");
-  // The record must be of this run: same spec, seed, budget and data.
+  // The record must be of this run: same spec, seed and every option (budget, data, model).
   auto same = [&](const char* name, const std::string& rec, const std::string& want) {
     check(rec == want, jpath + " was made with " + name + " " + rec + ", this study has " + want +
                            " (another study's folder? remove the run's record.json to train it again)");
