@@ -333,6 +333,40 @@ TEST(Decode, CachedDecodingMatchesFullForward) {
   }
 }
 
+// The classifier's backward writes dlogits over the logits (next_token_loss.h),
+// so every method's probabilities and argmax must be asked before its
+// backward: asked after, they are refused with an error (Model::logits_consumed)
+// instead of reading gradients as probabilities, and the next forward lifts it.
+TEST(Readout, ProbabilitiesAfterBackwardAreRefusedForEveryMethod) {
+  for (const MethodVariant& var : method_variants()) {
+    SCOPED_TRACE(var.label);
+    CpuBackend<double> be;
+    auto method = make_method<CpuBackend<double>>(var.method, var.apply(MethodOptions{}));
+    auto m = make_model(be, preset_config("test"), *method);
+    m->init_params(5);
+    const Batch b = random_batch(2, 6, m->cfg.vocab, 6);
+    std::vector<double> p, p2;
+    std::vector<int> a;
+    m->arena.reset();
+    method->forward(*m, b, false);
+    method->probabilities(*m, p);
+    EXPECT_EQ(p.size(), (size_t)b.B * b.T * m->cfg.vocab);
+    m->arena.reset();
+    method->forward(*m, b, true);
+    method->per_token_argmax(*m, a);
+    m->zero_grads();
+    method->backward(*m, 1.0);
+    EXPECT_TRUE(m->logits_consumed);
+    EXPECT_THROW(method->probabilities(*m, p2), Error);
+    EXPECT_THROW(method->per_token_argmax(*m, a), Error);
+    m->arena.reset();
+    method->forward(*m, b, false);
+    EXPECT_FALSE(m->logits_consumed);
+    method->probabilities(*m, p2);
+    EXPECT_EQ(p2, p);  // the same evaluation forward again: the same probabilities
+  }
+}
+
 // Think before you speak with own positions: another computation than the
 // shared positions (not the same loss), and a flattened sequence longer than
 // the model context is a one-line error in training and in decoding.

@@ -6,8 +6,9 @@
 // The classifier's backward works in place, as llm.c's fused classifier does:
 // dlogits overwrite the logits (each element is read once, then written), so
 // a step never holds a second (n, V) buffer for them. The logits are gone
-// after backward(); argmax() refuses then, and a method's probabilities()
-// must not be asked after its backward (the trainer and the evaluation never do).
+// after backward(); argmax() refuses then, and so do argmax_to_host and
+// probabilities_to_host for every method once its backward has reached the
+// readout (Model::logits_consumed).
 #pragma once
 #include <cmath>
 #include <limits>
@@ -22,6 +23,7 @@ namespace ada {
 // backend, so only n ids travel.
 template <class Bk>
 void argmax_to_host(Model<Bk>& m, const typename Bk::Real* logits, int n, std::vector<int>& out) {
+  check(!m.logits_consumed, "argmax of logits asked after the backward turned them into dlogits (ask before backward)");
   out.assign(n, 0);
   if (n == 0) return;
   auto* val = m.alloc(n);
@@ -104,6 +106,7 @@ struct NextTokenLoss {
 // Softmax of logits rows copied to the host as doubles.
 template <class Bk>
 void probabilities_to_host(Model<Bk>& m, const typename Bk::Real* logits, int n, std::vector<double>& out) {
+  check(!m.logits_consumed, "probabilities asked after the backward turned the logits into dlogits (ask before backward)");
   const int V = m.cfg.vocab;
   auto* p = m.alloc((size_t)n * V);
   m.be.softmax_forward(p, logits, n, V);

@@ -106,6 +106,12 @@ class Model {
     T* rstd = nullptr;     // (n)
     T* logits = nullptr;   // (n, V)
   };
+  // True from the first readout_backward that is handed the logits as their
+  // own dlogits (the in-place classifier backward: the logits are gone) until
+  // the next readout_forward. probabilities_to_host and argmax_to_host refuse
+  // to read logits then, so a method that asks for its probabilities after
+  // its backward fails with a message instead of reading gradients.
+  bool logits_consumed = false;
 
   Model(Bk& be, const ModelConfig& cfg, ParamLayout layout)
       : be(be), cfg(cfg), layout(std::move(layout)), arena(be) {
@@ -252,6 +258,7 @@ class Model {
   ReadoutActs readout_forward(const T* x, int n) {
     const int D = cfg.dim, V = cfg.vocab;
     ReadoutActs r;
+    logits_consumed = false;
     r.n = n;
     r.x = x;
     r.hn = alloc((size_t)n * D);
@@ -269,6 +276,7 @@ class Model {
   // that reached the normalised state hn by another path (a gate reading it).
   void readout_backward(const ReadoutActs& r, const T* dlogits, T* dx, const T* dhn_extra = nullptr) {
     const int D = cfg.dim, V = cfg.vocab;
+    if (dlogits == r.logits) logits_consumed = true;
     auto tmp = scratch();  // dhn, released on return
     T* dhn = alloc((size_t)r.n * D);
     be.matmul_backward(dhn, g.head, dlogits, r.hn, w.head, r.n, D, V);
