@@ -143,6 +143,48 @@ TEST(StudyResults, JsonHasTheSchemaAndTheFigures) {
   EXPECT_TRUE(m.find("runs")->items.at(0).find("infer_us")->is(Json::Type::Null));
 }
 
+// depth_stats on hand-made tokens, and the markdown section built from it.
+TEST(StudyStats, ClassesSplitByPasses) {
+  DepthTable cells;
+  // class 0: passes 1 (right, NLL 0.5), 1 (wrong, 1.5), 4 (right, 2); class 1: 3.9 rounds to 4 (wrong, 3);
+  // a token of class -1 is not counted
+  depth_stats(cells, {0.5, 1.5, 2, 3, 9}, {1, 1, 4, 3.9, 2}, {1, 0, 1, 0, 1}, {0, 0, 0, 1, -1}, 2);
+  ASSERT_EQ(cells.size(), 2u);
+  EXPECT_EQ(cells[0].size(), 2u);
+  EXPECT_EQ(cells[0][1].tokens, 2);
+  EXPECT_EQ(cells[0][1].correct, 1);
+  EXPECT_DOUBLE_EQ(cells[0][1].nll_sum, 2.0);
+  EXPECT_EQ(cells[0][4].tokens, 1);
+  EXPECT_EQ(cells[1].size(), 1u);
+  EXPECT_EQ(cells[1][4].tokens, 1);
+  EXPECT_EQ(cells[1][4].correct, 0);
+  // a second run pools into the same cells; natural text (no classes) is one row
+  depth_stats(cells, {1.0}, {1}, {1}, {1}, 2);
+  EXPECT_EQ(cells[1][1].tokens, 1);
+  DepthTable text;
+  depth_stats(text, {1, 2}, {1, 2}, {1, 0}, {-1, -1}, 0);
+  ASSERT_EQ(text.size(), 1u);
+  EXPECT_EQ(text[0][1].tokens + text[0][2].tokens, 2);
+  EXPECT_THROW(depth_stats(text, {1, 2}, {1}, {1, 0}, {-1, -1}, 0), Error);
+}
+
+TEST(StudyResults, MarkdownSplitsAdaptiveMethodsByPasses) {
+  StudyResults r = hand_study();
+  r.methods[0].label = "standard";
+  for (auto& run : r.methods[0].runs) run.tok_passes = {1, 1, 1, 1};  // one depth: no table
+  const std::string md = study_markdown(r);
+  const size_t at = md.find("## Where each class stops");
+  ASSERT_NE(at, std::string::npos) << md;
+  const std::string sec = md.substr(at, md.find("## Paired") - at);
+  EXPECT_EQ(sec.find("\nstandard\n"), std::string::npos) << sec;
+  EXPECT_NE(sec.find("\nadaponder\n"), std::string::npos) << sec;
+  // adaponder, both seeds pooled: easy tokens (0 and 2) used 1 and 3 passes (token 0 right, token 2
+  // wrong, in both seeds); hard tokens (1 and 3) used 2 and 4 passes (token 1 right in seed 1338 only).
+  EXPECT_NE(sec.find("| 1 pass | 2 passes | 3 passes | 4 passes |"), std::string::npos) << sec;
+  EXPECT_NE(sec.find("| easy | 50.0% / 1.000 /"), std::string::npos) << sec;
+  EXPECT_NE(sec.find("| hard | - | 50.0% / 0.500 /"), std::string::npos) << sec;
+}
+
 // Every member of a JSON value except those named in `skip` (timing fields), as text.
 std::string without(const Json& j, const std::set<std::string>& skip) {
   switch (j.type) {

@@ -82,6 +82,53 @@ std::string pm(const MeanStd& m, const char* f) {
 }
 std::string pm_count(const MeanStd& m) { return format_count(m.mean) + " ± " + format_count(m.std); }
 
+// "Where each class stops": for every method whose tokens use different
+// numbers of passes, a table of class x passes (every seed pooled), each cell
+// the share of the class's tokens that used that many passes, their accuracy
+// and their mean NLL ("-" where none did).
+std::string depth_section(const StudyResults& r) {
+  const int nc = (int)r.classes.size();
+  std::string t;
+  for (auto& m : r.methods) {
+    DepthTable cells;
+    for (auto& run : m.runs) depth_stats(cells, run.nll, run.tok_passes, run.correct, run.cls, nc);
+    std::map<long long, long long> depths;  // passes -> tokens, over every class
+    for (auto& row : cells)
+      for (auto& kv : row) depths[kv.first] += kv.second.tokens;
+    if (depths.size() < 2) continue;  // one depth for every token: nothing to split
+    if (t.empty())
+      t = "\n## Where each class stops\n\nmethods whose tokens use different numbers of passes, every seed's tokens "
+          "pooled: the share of the class's tokens that used that many passes / their accuracy / their mean NLL\n";
+    t += "\n" + m.label + "\n\n| class |";
+    for (auto& d : depths) t += " " + std::to_string(d.first) + (d.first == 1 ? " pass |" : " passes |");
+    t += "\n| --- |";
+    for (size_t i = 0; i < depths.size(); i++) t += " ---: |";
+    t += "\n";
+    for (size_t c = 0; c < cells.size(); c++) {
+      long long total = 0;
+      for (auto& kv : cells[c]) total += kv.second.tokens;
+      if (total == 0) continue;
+      t += "| " + (nc > 0 ? r.classes[c] : std::string("all")) + " |";
+      for (auto& d : depths) {
+        auto it = cells[c].find(d.first);
+        if (it == cells[c].end() || it->second.tokens == 0) {
+          t += " - |";
+          continue;
+        }
+        const DepthCell& x = it->second;
+        const double share = 100.0 * x.tokens / total;
+        char pct[16], buf[96];
+        if (share >= 0.05) std::snprintf(pct, sizeof pct, "%.1f%%", share);
+        else std::snprintf(pct, sizeof pct, "<0.1%%");
+        std::snprintf(buf, sizeof buf, " %s / %.3f / %.3f |", pct, (double)x.correct / x.tokens, x.nll_sum / x.tokens);
+        t += buf;
+      }
+      t += "\n";
+    }
+  }
+  return t;
+}
+
 }  // namespace
 
 const StudyMethod& study_method(const StudyResults& r, const std::string& label) {
@@ -233,6 +280,7 @@ std::string study_markdown(const StudyResults& r) {
     for (int c = 0; c < nc; c++) t += " " + r.classes[c] + " " + std::to_string(cls0[c].tokens);
     t += "\n";
   }
+  t += depth_section(r);
   if (!r.pairs.empty()) {
     t += "\n## Paired differences\n\nper-token NLL of a minus b, averaged over seeds; standard error from the tokens "
          "and from the seeds\n\n| a | b | diff | s.e. | s.e. tokens | s.e. seeds | per seed |\n"

@@ -1,6 +1,7 @@
 // See study_stats.h.
 #include "train/study_stats.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/common.h"
@@ -67,6 +68,19 @@ std::vector<ClassStats> class_stats(const std::vector<double>& nll, const std::v
       r[c].accuracy = acc[c] / n, r[c].nll = ns[c] / n, r[c].passes = ps[c] / n;
     }
   return r;
+}
+
+void depth_stats(DepthTable& cells, const std::vector<double>& nll, const std::vector<double>& passes,
+                 const std::vector<uint8_t>& correct, const std::vector<int>& cls, int n_classes) {
+  check(passes.size() == nll.size() && correct.size() == nll.size() && cls.size() == nll.size(),
+        "depth statistics: the per-token vectors differ in length");
+  cells.resize(std::max(n_classes, 1));
+  for (size_t i = 0; i < nll.size(); i++) {
+    const int c = n_classes > 0 ? cls[i] : 0;
+    if (c < 0 || c >= (int)cells.size()) continue;
+    DepthCell& d = cells[c][std::llround(passes[i])];
+    d.tokens++, d.correct += correct[i], d.nll_sum += nll[i];
+  }
 }
 
 std::vector<NllBin> nll_bins(double max_nll) {

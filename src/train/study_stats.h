@@ -5,9 +5,11 @@
 //                     over seeds, with its standard error (below)
 //   class_stats       tokens, accuracy, NLL and passes per difficulty class
 //   nll_bins          mean passes of the tokens in fixed NLL bins
+//   depth_stats       per class and per number of passes: tokens, accuracy, NLL
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,20 @@ struct ClassStats {
 };
 std::vector<ClassStats> class_stats(const std::vector<double>& nll, const std::vector<double>& passes,
                                     const std::vector<uint8_t>& correct, const std::vector<int>& cls, int n_classes);
+
+// The tokens of one class split by the passes they used (rounded to an
+// integer): for an adaptive method, where each class stops and whether the
+// tokens that stop there are right. depth_stats adds runs (any number of
+// seeds, pooled) into cells[c][p] for class c (or class 0 for every token
+// when n_classes is 0: natural text) and passes p; accuracy and NLL are then
+// correct / tokens and nll_sum / tokens of the cell.
+struct DepthCell {
+  long long tokens = 0, correct = 0;
+  double nll_sum = 0;
+};
+using DepthTable = std::vector<std::map<long long, DepthCell>>;  // [class][passes]
+void depth_stats(DepthTable& cells, const std::vector<double>& nll, const std::vector<double>& passes,
+                 const std::vector<uint8_t>& correct, const std::vector<int>& cls, int n_classes);
 
 // Passes against NLL: fixed bins [lo, hi) (the last one closed), the same for
 // every method so that the curves line up. add_to_bins pools any number of
