@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The corpus study kept as committed records (studies/kjv; docs/benchmarks.md,
+# "The corpus study as committed records"): the shipped corpus, tiny, 600
+# steps x 16 x 128, whole validation split. One stream of items "SPEC@SEED",
+# each trained (or resumed, or reused from its record) with the study's fixed
+# budget; two streams on two cores, one thread each, at low priority:
+#
+#   nohup nice -n 15 tools/study_kjv.sh ponderlm2@1337 pause@1337 > /dev/null 2>&1 &
+#
+# Each item's log is studies/kjv/logs/<label>_s<seed>.log.
+set -u
+cd "$(dirname "$0")/.."
+OUT=studies/kjv
+mkdir -p "$OUT/logs"
+for item in "$@"; do
+  spec=${item%@*}; seed=${item##*@}
+  methods=$spec
+  case $spec in *init-from=@standard*) methods="standard,$spec" ;; esac
+  label=$(echo "$spec" | tr ':=/' '___')
+  ./study --steps 600 --threads 1 --save-every 200 --seeds "$seed" --methods "$methods" --out "$OUT" \
+          > "$OUT/logs/${label}_s${seed}.log" 2>&1 || echo "FAILED $item" >> "$OUT/logs/failed.txt"
+done
