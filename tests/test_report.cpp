@@ -46,6 +46,8 @@ const char* const kStudy = R"({
                    "easy": {"tokens": 60, "accuracy": [0.7, 0.02], "nll": [1.0, 0.1], "passes": [2.1, 0.1]}},
      "passes_by_nll": [{"nll_lo": 0, "nll_hi": 1, "tokens": 50, "passes": 2.0}, {"nll_lo": 1, "nll_hi": 2, "tokens": 40, "passes": 2.8},
                        {"nll_lo": 2, "nll_hi": null, "tokens": 0, "passes": null}],
+     "by_depth": [{"class": "easy", "cells": [[1, 90, 0.9, 0.3], [3, 30, 0.4, 1.2]]},
+                  {"class": "hard", "cells": [[3, 72, 0.2, 2.9], [2, 0, null, null]]}],
      "knob": {"name": "tau", "points": [{"value": 0.001, "val_loss": 2.1, "accuracy": 0.45, "infer_flops": 3.1e5, "passes": 2.6},
                                         {"value": 0.01, "val_loss": 2.3, "accuracy": 0.4, "infer_flops": 2.0e5, "passes": 1.7}]}},
     {"label": "standard", "spec": "standard", "method": "standard",
@@ -110,6 +112,11 @@ TEST(ReportRead, ReadsEveryPart) {
   EXPECT_DOUBLE_EQ(a.per_class[1].passes, 2.9);
   EXPECT_DOUBLE_EQ(a.per_class[1].passes_std, 0.05);
   EXPECT_TRUE(std::isnan(a.passes_by_nll[2].passes));
+  ASSERT_EQ(a.by_depth.size(), 2u);
+  EXPECT_EQ(a.by_depth[1].name, "hard");
+  EXPECT_DOUBLE_EQ(a.by_depth[0].cells[1].passes, 3);
+  EXPECT_DOUBLE_EQ(a.by_depth[0].cells[1].accuracy, 0.4);
+  EXPECT_TRUE(std::isnan(a.by_depth[1].cells[1].nll));
   EXPECT_EQ(a.knob.name, "tau");
   ASSERT_EQ(a.knob.points.size(), 2u);
   EXPECT_DOUBLE_EQ(a.knob.points[1].infer_flops, 2.0e5);
@@ -159,6 +166,8 @@ TEST(ReportRead, BadInputIsOneClearError) {
       {"passage.methods.x.passes has 1 entries for 2 tokens"});
   expect_error([] { parse(R"({"schema": 1, "classes": ["c"], "methods": [], "passage": {"tokens": ["a"], "classes": [3]}})"); },
                {"passage.classes", "not the index"});
+  expect_error([] { parse(R"({"schema": 1, "methods": [{"label": "x", "by_depth": [{"class": "c", "cells": [[1, 2]]}]}]})"); },
+               {"methods[0].by_depth[0].cells[0] is not [passes, tokens, accuracy, nll]"});
   expect_error([] { read_results("/nonexistent/results.json"); }, {"cannot read /nonexistent/results.json"});
   expect_error([] { ada::parse_json("{\"schema\": 1,", "results.json"); }, {"results.json"});
 }
@@ -192,6 +201,14 @@ TEST(ReportHtml, ShowsTheData) {
   EXPECT_NE(html.find("adaponder: 3 passes, 62 tokens (51.7%)"), std::string::npos);
   // Passes by class with the class names; the passage: 5 tokens x (2 methods + class row).
   EXPECT_NE(html.find("adaponder, hard: 2.90 &#177; 0.05 passes"), std::string::npos);
+  // where each class stops: adaponder only (standard has no by_depth), easy 75% at 1 pass, 25% at 3; the
+  // empty hard cell at 2 passes is a dash
+  const std::string stops = html.substr(html.find("<section id='stops'>"));
+  EXPECT_NE(stops.find("<th>1 pass</th><th>3 passes</th></tr>"), std::string::npos) << stops.substr(0, 2000);
+  EXPECT_NE(stops.find(">75.0%<span class='sd'> 0.900</span>"), std::string::npos);
+  EXPECT_NE(stops.find("title='adaponder, hard, 3 passes: accuracy 0.200, NLL 2.900, 72 tokens'>100.0%"), std::string::npos);
+  EXPECT_NE(stops.find("<td class='none'>&ndash;</td>"), std::string::npos);
+  EXPECT_EQ(stops.find("standard</h3>"), std::string::npos);
   const size_t passage = html.find("<section id='passage'>");
   ASSERT_NE(passage, std::string::npos);
   EXPECT_EQ(count(html.substr(passage), "' title='passes "), 10u);

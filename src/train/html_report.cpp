@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 
 #include "core/common.h"
 #include "train/svg_plot.h"
@@ -494,6 +495,61 @@ std::string class_accuracy_section(const Results& r) {
                  s);
 }
 
+// Where each class stops: for every method whose tokens use different
+// numbers of passes, a table of class x passes (every seed pooled); a cell
+// gives the share of the class's tokens that stopped there, shaded green by
+// how often those tokens are right (hover: accuracy, NLL, tokens). It shows
+// whether an adaptive method stops early on the tokens it gets right.
+std::string stops_section(const Results& r) {
+  const std::string title = "Where each class stops";
+  std::string s;
+  size_t shown = 0;
+  for (size_t i = 0; i < r.methods.size(); i++) {
+    const Method& m = r.methods[i];
+    std::set<int> depths;
+    for (const ClassDepths& cd : m.by_depth)
+      for (const DepthCell& c : cd.cells)
+        if (c.tokens > 0) depths.insert((int)std::lround(c.passes));
+    if (depths.size() < 2) continue;
+    shown++;
+    s += "<h3>" + swatch(i) + esc(m.label) + "</h3>\n<table class='num'>\n<tr><th class='l'>class</th>";
+    for (int d : depths) s += "<th>" + std::to_string(d) + (d == 1 ? " pass" : " passes") + "</th>";
+    s += "</tr>\n";
+    for (const ClassDepths& cd : m.by_depth) {
+      double total = 0;
+      for (const DepthCell& c : cd.cells) total += c.tokens;
+      if (!(total > 0)) continue;
+      s += "<tr><td class='l'>" + esc(cd.name) + "</td>";
+      for (int d : depths) {
+        const DepthCell* cell = nullptr;
+        for (const DepthCell& c : cd.cells)
+          if ((int)std::lround(c.passes) == d && c.tokens > 0) cell = &c;
+        if (!cell) {
+          s += "<td class='none'>&ndash;</td>";
+          continue;
+        }
+        const double share = cell->tokens / total;
+        const std::string bg = std::isfinite(cell->accuracy)
+                                   ? " style='background:rgba(44,160,44," + fmt("%.2f", 0.08 + 0.5 * std::clamp(cell->accuracy, 0.0, 1.0)) + ")'"
+                                   : "";
+        s += "<td" + bg + " title='" + esc(m.label + ", " + cd.name) + ", " + std::to_string(d) + " passes: accuracy " +
+             num("%.3f", cell->accuracy) + ", NLL " + num("%.3f", cell->nll) + ", " + si(cell->tokens) + " tokens'>" +
+             (share >= 0.0005 ? fmt("%.1f%%", 100 * share) : std::string("&lt;0.1%")) + "<span class='sd'> " +
+             num("%.3f", cell->accuracy) + "</span></td>";
+      }
+      s += "</tr>\n";
+    }
+    s += "</table>\n";
+  }
+  if (shown == 0) return section("stops", title, "", note("No method uses different numbers of passes for different tokens."));
+  return section("stops", title,
+                 "For each adaptive method, the share of each class's tokens that used 1, 2, ... passes (every seed "
+                 "pooled), and in small print how often those tokens are right; a cell's green deepens with that "
+                 "accuracy (hover for NLL and the number of tokens). A method that thinks longer where it must shows "
+                 "its hard classes in the right-hand columns, and green there.",
+                 s);
+}
+
 // The passage broken into lines: a line ends before it would pass `width`
 // characters, or after a newline token once it is 85% full (short lines of
 // text waste the page). Returns [begin, end) token ranges.
@@ -584,7 +640,7 @@ code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px;backgrou
 table.num{border-collapse:collapse;font-variant-numeric:tabular-nums}
 table.num th,table.num td{padding:4px 10px;border-bottom:1px solid #e4e4e4;text-align:right;white-space:nowrap}
 table.num th{background:#f6f6f6;font-weight:600}table.num .l{text-align:left}table.num td.small{font-size:12px;color:#555;white-space:normal}
-td.best{font-weight:700}td.winner{font-weight:700}.sd{color:#777;font-size:12px}
+td.best{font-weight:700}td.winner{font-weight:700}.sd{color:#777;font-size:12px}td.none{color:#bbb}h3{font-size:15px;margin:14px 0 4px}
 .sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px}
 .verdict{padding:1px 7px;border-radius:9px;font-size:12px;font-weight:600}.verdict.win{background:#d4f0d4;color:#14601a}.verdict.level{background:#eee;color:#555}
 .legend{margin:4px 0 8px;font-size:13px}.legend>span{margin-right:14px}
@@ -601,7 +657,7 @@ td.best{font-weight:700}td.winner{font-weight:700}.sd{color:#777;font-size:12px}
 
 const std::vector<std::string>& section_ids() {
   static const std::vector<std::string> ids = {"setup",  "results", "claims",         "compute", "passes",
-                                               "by-class", "by-nll", "class-accuracy", "passage"};
+                                               "by-class", "by-nll", "class-accuracy", "stops", "passage"};
   return ids;
 }
 
@@ -647,7 +703,7 @@ std::string render_html(const Results& r) {
                   "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<h1>" + esc(title) + "</h1>\n";
   h += setup_section(r) + results_section(r) + claims_section(r) + compute_section(r) + passes_section(r) +
        "<div class='pair'>\n" + by_class_section(r) + by_nll_section(r) + "</div>\n" + class_accuracy_section(r) +
-       passage_section(r);
+       stops_section(r) + passage_section(r);
   return h + "</body>\n</html>\n";
 }
 

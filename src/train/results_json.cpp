@@ -167,6 +167,21 @@ struct Reader {
         if (!b.is(T::Object)) bad(w, "is not an object");
         m.passes_by_nll.push_back({num(b, "nll_lo", w), num(b, "nll_hi", w), num(b, "tokens", w), num(b, "passes", w)});
       }
+    if (const Json* rows = arr(o, "by_depth", where))
+      for (size_t i = 0; i < rows->items.size(); i++) {
+        const Json& row = rows->items[i];
+        const std::string w = where + ".by_depth[" + std::to_string(i) + "]";
+        if (!row.is(T::Object)) bad(w, "is not an object");
+        ClassDepths cd{str(row, "class", w), {}};
+        if (const Json* cells = arr(row, "cells", w))
+          for (size_t k = 0; k < cells->items.size(); k++) {
+            const std::string wc = w + ".cells[" + std::to_string(k) + "]";
+            const std::vector<double> v = nums(&cells->items[k], wc);
+            if (v.size() != 4) bad(wc, "is not [passes, tokens, accuracy, nll]");
+            cd.cells.push_back({v[0], v[1], v[2], v[3]});
+          }
+        m.by_depth.push_back(cd);
+      }
     m.knob = knob(obj(o, "knob", where), where + ".knob");
     return m;
   }

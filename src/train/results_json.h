@@ -37,6 +37,16 @@ struct NllBin {
   double nll_lo, nll_hi, tokens, passes;
 };
 
+// The tokens of one class that used `passes` passes, every seed pooled
+// (study's "Where each class stops").
+struct DepthCell {
+  double passes, tokens, accuracy, nll;
+};
+struct ClassDepths {
+  std::string name;  // a difficulty class, or "all" for natural text
+  std::vector<DepthCell> cells;  // ascending passes
+};
+
 // A behaviour knob swept at inference on one trained model.
 struct KnobPoint {
   double value, val_loss, accuracy, infer_flops, passes;
@@ -52,6 +62,7 @@ struct Method {
   Figures mean, std;
   std::vector<ClassFigures> per_class;  // in the order of the study's classes
   std::vector<NllBin> passes_by_nll;
+  std::vector<ClassDepths> by_depth;  // empty in files written before the study kept it
   Knob knob;
 };
 

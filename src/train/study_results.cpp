@@ -203,6 +203,22 @@ std::string study_json(const StudyResults& r) {
     for (size_t b = 0; b < bins.size(); b++)
       j += (b ? ", " : "") + std::string("{\"nll_lo\": ") + num(bins[b].lo) + ", \"nll_hi\": " + num(bins[b].hi) +
            ", \"tokens\": " + std::to_string(bins[b].tokens) + ", \"passes\": " + num(bins[b].passes) + "}";
+    j += "],\n \"by_depth\": [";
+    // Every seed's tokens pooled, per class (one row "all" for natural text)
+    // and per number of passes: [passes, tokens, accuracy, mean NLL].
+    DepthTable cells;
+    for (auto& run : m.runs) depth_stats(cells, run.nll, run.tok_passes, run.correct, run.cls, nc);
+    for (size_t c = 0; c < cells.size(); c++) {
+      j += std::string(c ? ", " : "") + "{\"class\": " + q(nc > 0 ? r.classes[c] : std::string("all")) + ", \"cells\": [";
+      bool first = true;
+      for (auto& kv : cells[c]) {
+        const DepthCell& d = kv.second;
+        j += std::string(first ? "" : ", ") + "[" + std::to_string(kv.first) + ", " + std::to_string(d.tokens) + ", " +
+             num((double)d.correct / d.tokens) + ", " + num(d.nll_sum / d.tokens) + "]";
+        first = false;
+      }
+      j += "]}";
+    }
     j += "]";
     if (!m.knob_name.empty()) {
       j += ",\n \"knob\": {\"name\": " + q(m.knob_name) + ", \"points\": [";
