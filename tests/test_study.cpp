@@ -286,6 +286,31 @@ TEST(StudyProgram, ContinuesFromRecordsWithoutCheckpoints) {
   EXPECT_EQ(without(second, {"date"}), without(first, {"date"}));
   EXPECT_FALSE(exists(dir + "/s/runs/standard_s1337/latest")) << "nothing trained";
 
+  // Each record keeps the machine and the date that finished it, and results.md lists them per run.
+  const std::string rj = dir + "/s/runs/adaponder_s1337/record.json";
+  const Json rec = parse_json(read_bytes(rj), rj);
+  ASSERT_NE(rec.find("machine"), nullptr);
+  ASSERT_NE(rec.find("date"), nullptr);
+  EXPECT_FALSE(rec.find("machine")->text.empty());
+  EXPECT_EQ(rec.find("date")->text.size(), 10u) << "YYYY-MM-DD";
+  const Json& run0 = second.find("methods")->items.at(1).find("runs")->items.at(0);
+  EXPECT_EQ(run0.find("machine")->text, rec.find("machine")->text);
+  const std::string md = read_bytes(dir + "/s/results.md");
+  EXPECT_NE(md.find("## Runs"), std::string::npos) << md;
+  EXPECT_NE(md.find("| adaponder | 1337 | "), std::string::npos) << md;
+  EXPECT_NE(md.find(rec.find("machine")->text + " | " + rec.find("date")->text + " |"), std::string::npos) << md;
+  // A record written before machine and date were kept still loads: they read "not recorded".
+  std::string old = read_bytes(rj);
+  const size_t from = old.find(" \"machine\""), to = old.find(" \"options\"");
+  ASSERT_TRUE(from != std::string::npos && to != std::string::npos && from < to);
+  old.erase(from, to - from);
+  write_bytes(rj, old);
+  r = run_program(cmd, dir);
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_EQ(r.out.find("step "), std::string::npos) << "trained again:\n" << r.out;
+  const std::string md2 = read_bytes(dir + "/s/results.md");
+  EXPECT_NE(md2.find("| not recorded | not recorded |"), std::string::npos) << md2;
+
   // A knob needs the model itself.
   expect_program_error(run_program(study + " --quick --data " + text + " --val-fraction 0.1 --steps 12 --out " + dir + "/s", dir),
                        "holds no checkpoint (only its record)");

@@ -153,6 +153,7 @@ StudyRun train_and_evaluate(TrainOptions o, const StudyRun* pre, const Dataset& 
   if (prog.step < o.steps) prune_checkpoints(o.out, done.ckpt);
   StudyRun run;
   run.seed = o.seed, run.dir = o.out;
+  run.machine = cpu_model(), run.date = today();
   run.train_flops = st.flops, run.train_seconds = st.seconds, run.train_tokens = st.tokens;
   if (pre) run.train_flops += pre->train_flops, run.train_seconds += pre->train_seconds, run.train_tokens += pre->train_tokens;
   const EvalReport e = evaluate_model(tr.model(), tr.method(), *data.val, tok, o.batch, o.seq, 0);

@@ -74,7 +74,8 @@ void save_study_record(const std::string& dir, const StudyRecordKey& key, const 
 
   std::string j = "{\"format\": \"ada-study-record\", \"version\": 1,\n";
   j += " \"spec\": " + json_quote(key.spec) + ", \"seed\": " + std::to_string(key.seed) +
-       ", \"tokens\": " + std::to_string(n) + ",\n \"options\": {";
+       ", \"tokens\": " + std::to_string(n) + ",\n \"machine\": " + json_quote(run.machine) +
+       ", \"date\": " + json_quote(run.date) + ",\n \"options\": {";
   for (size_t i = 0; i < key.options.size(); i++)
     j += std::string(i ? ", " : "") + json_quote(key.options[i].first) + ": " + json_quote(key.options[i].second);
   j += "},\n";
@@ -153,6 +154,9 @@ void load_study_record(const std::string& dir, const StudyRecordKey& key, StudyR
 
   StudyRun r;
   r.seed = key.seed, r.dir = dir;
+  // machine and date came later than version 1's other fields: absent means not recorded.
+  for (auto [name, dst] : {std::pair<const char*, std::string*>{"machine", &r.machine}, {"date", &r.date}})
+    if (j.find(name) != nullptr) *dst = text(name);
   r.val_loss = number("val_loss"), r.accuracy = number("accuracy"), r.passes = number("passes");
   r.train_flops = number("train_flops"), r.train_seconds = number("train_seconds"), r.train_tokens = number("train_tokens");
   r.infer_flops = number("infer_flops"), r.infer_other = number("infer_other"), r.infer_us = number("infer_us");

@@ -170,7 +170,8 @@ std::string study_json(const StudyResults& r) {
     const auto per_run = run_classes(m, nc);
     for (size_t ri = 0; ri < m.runs.size(); ri++) {
       const StudyRun& run = m.runs[ri];
-      j += std::string(ri ? ",\n  " : "\n  ") + "{\"seed\": " + std::to_string(run.seed) + ", \"dir\": " + q(run.dir);
+      j += std::string(ri ? ",\n  " : "\n  ") + "{\"seed\": " + std::to_string(run.seed) + ", \"dir\": " + q(run.dir) +
+           ", \"machine\": " + q(run.machine) + ", \"date\": " + q(run.date);
       for (const char* k : kMetrics) j += ", \"" + std::string(k) + "\": " + num(metric(run, k));
       j += ", \"train_seconds\": " + num(run.train_seconds) + ", \"train_tokens\": " + num(run.train_tokens) +
            ", \"pass_hist\": {";
@@ -263,7 +264,8 @@ std::string study_json(const StudyResults& r) {
 std::string study_markdown(const StudyResults& r) {
   const StudySetup& su = r.setup;
   std::string t = "# Study\n\n";
-  t += "- command: `" + su.command + "`\n- date: " + su.date + "; machine: " + su.machine + "\n";
+  t += "- command: `" + su.command + "`\n- date: " + su.date + "; machine: " + su.machine +
+       " (this table's; each run's own under Runs)\n";
   t += "- data " + su.data + ", config " + su.config + ", " + std::to_string(su.steps) + " steps x " +
        std::to_string(su.batch) + " x " + std::to_string(su.seq) + " = " + format_count(su.tokens_per_run) +
        " training tokens per run; seeds";
@@ -325,6 +327,17 @@ std::string study_markdown(const StudyResults& r) {
       t += buf;
     }
   }
+  // Every run with the machine and date that finished it: records from several
+  // sessions and machines meet in one study, and the machine alone can move a run.
+  t += "\n## Runs\n\n| method | seed | val loss | accuracy | passes/token | finished on | date |\n"
+       "| --- | ---: | ---: | ---: | ---: | --- | --- |\n";
+  for (auto& m : r.methods)
+    for (auto& run : m.runs) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " | %lld | %.4f | %.4f | %.3f | ", run.seed, run.val_loss, run.accuracy, run.passes);
+      t += "| " + m.label + buf + (run.machine.empty() ? "not recorded" : run.machine) + " | " +
+           (run.date.empty() ? "not recorded" : run.date) + " |\n";
+    }
   t += "\nplots: iso_infer_loss.svg, iso_train_loss.svg";
   if (nc > 0) t += ", iso_infer_accuracy.svg, iso_train_accuracy.svg";
   for (auto& m : r.methods)

@@ -18,6 +18,9 @@ namespace ada {
 struct StudyRun {
   long long seed = 0;
   std::string dir;
+  // Where and when the run was finished (trained to its last step and evaluated):
+  // the CPU model and the UTC date; empty for records written before they were kept.
+  std::string machine, date;
   double val_loss = NAN, accuracy = NAN, passes = NAN, train_flops = NAN, infer_flops = NAN, infer_other = NAN,
          infer_us = NAN, train_seconds = NAN, train_tokens = NAN;
   std::map<long long, long long> pass_hist;  // passes (rounded) -> tokens
