@@ -340,7 +340,11 @@ Batch sum_task_batch(int B, int T, Rng& r) {
 // (0.01): the extra width barely helps, and once the stopping-time loss is on
 // d_1 falls to 0 on the hard targets while it rises on the noise (0.75 at
 // gamma0 = 1, where waiting is free and a flat distribution lowers LSE):
-// "unsure", not "waiting helps". Run it with --gtest_also_run_disabled_tests (ADA_VERBOSE=1 prints the
+// "unsure", not "waiting helps". Again on 2026-12-03, a 16 x 16 table with
+// the anytime loss for all 4000 steps, at sizes that starve the real row
+// (D 16 / F 24; D 16 / F 16 / 1 head; D 32 / F 32 / 1 layer): the pause row
+// ends worse than the real row every time (CE 0.125 vs 0.119, 1.009 vs
+// 0.484, 0.128 vs 0.040; docs/methods/cyb.md). Run it with --gtest_also_run_disabled_tests (ADA_VERBOSE=1 prints the
 // trajectory). A task where the pause step demonstrably predicts better than
 // the real step is still to be found; see docs/methods/cyb.md.
 TEST(Cyb, DISABLED_LearnsToPauseOnHardTargets) {
