@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The corpus study kept as committed records (studies/kjv; docs/benchmarks.md,
-# "The corpus study as committed records"): the shipped corpus, tiny, 600
-# steps x 16 x 128, whole validation split. One stream of items "SPEC@SEED",
+# The corpus study kept as committed records (studies/kjv; docs/workflow.md,
+# "Study records"): the shipped corpus, tiny, 600 steps x 16 x 128, whole
+# validation split, the budget of the corpus rows of docs/claims.md (whose
+# runs/study_kjv* folders were not kept). One stream of items "SPEC@SEED",
 # each trained (or resumed, or reused from its record) with the study's fixed
 # budget; two streams on two cores, one thread each, at low priority:
 #
