@@ -185,6 +185,27 @@ TEST(StudyResults, MarkdownSplitsAdaptiveMethodsByPasses) {
   EXPECT_NE(sec.find("| hard | - | 50.0% / 0.500 /"), std::string::npos) << sec;
 }
 
+// The Runs table: one row per run, each class's accuracy of that run, and where it was finished.
+TEST(StudyResults, MarkdownListsEveryRunWithItsClasses) {
+  StudyResults r = hand_study();
+  r.methods[1].runs[0].machine = "Test CPU", r.methods[1].runs[0].date = "2026-12-03";
+  const std::string md = study_markdown(r);
+  const size_t at = md.find("## Runs");
+  ASSERT_NE(at, std::string::npos) << md;
+  const std::string sec = md.substr(at);
+  EXPECT_NE(sec.find("| method | seed | val loss | accuracy | passes/token | easy | hard | finished on | date |"),
+            std::string::npos) << sec;
+  // adaponder seed 1337: easy tokens 0 and 2 (right, wrong), hard tokens 1 and 3 (wrong, right);
+  // seed 1338: easy the same, hard both right.
+  EXPECT_NE(sec.find("| adaponder | 1337 | 1.0000 | 0.5000 | 2.500 | 0.500 | 0.500 | Test CPU | 2026-12-03 |"),
+            std::string::npos) << sec;
+  EXPECT_NE(sec.find("| adaponder | 1338 | 2.0000 | 0.5000 | 2.500 | 0.500 | 1.000 | not recorded | not recorded |"),
+            std::string::npos) << sec;
+  size_t rows = 0;
+  for (size_t p = sec.find("\n| standard | "); p != std::string::npos; p = sec.find("\n| standard | ", p + 1)) rows++;
+  EXPECT_EQ(rows, 2u) << sec;
+}
+
 // Every member of a JSON value except those named in `skip` (timing fields), as text.
 std::string without(const Json& j, const std::set<std::string>& skip) {
   switch (j.type) {

@@ -329,15 +329,28 @@ std::string study_markdown(const StudyResults& r) {
   }
   // Every run with the machine and date that finished it: records from several
   // sessions and machines meet in one study, and the machine alone can move a run.
-  t += "\n## Runs\n\n| method | seed | val loss | accuracy | passes/token | finished on | date |\n"
-       "| --- | ---: | ---: | ---: | ---: | --- | --- |\n";
-  for (auto& m : r.methods)
-    for (auto& run : m.runs) {
+  // Each class's accuracy per run too: on a task with phase changes a run
+  // either learns a class or does not, and the mean over seeds hides which.
+  t += "\n## Runs\n\n| method | seed | val loss | accuracy | passes/token |";
+  for (auto& c : r.classes) t += " " + c + " |";
+  t += " finished on | date |\n| --- | ---: | ---: | ---: | ---: |";
+  for (int c = 0; c < nc; c++) t += " ---: |";
+  t += " --- | --- |\n";
+  for (auto& m : r.methods) {
+    const auto per_run = run_classes(m, nc);
+    for (size_t ri = 0; ri < m.runs.size(); ri++) {
+      const StudyRun& run = m.runs[ri];
       char buf[96];
-      std::snprintf(buf, sizeof buf, " | %lld | %.4f | %.4f | %.3f | ", run.seed, run.val_loss, run.accuracy, run.passes);
-      t += "| " + m.label + buf + (run.machine.empty() ? "not recorded" : run.machine) + " | " +
+      std::snprintf(buf, sizeof buf, " | %lld | %.4f | %.4f | %.3f |", run.seed, run.val_loss, run.accuracy, run.passes);
+      t += "| " + m.label + buf;
+      for (int c = 0; c < nc; c++) {
+        std::snprintf(buf, sizeof buf, " %.3f |", per_run[ri][c].accuracy);
+        t += buf;
+      }
+      t += " " + (run.machine.empty() ? std::string("not recorded") : run.machine) + " | " +
            (run.date.empty() ? "not recorded" : run.date) + " |\n";
     }
+  }
   t += "\nplots: iso_infer_loss.svg, iso_train_loss.svg";
   if (nc > 0) t += ", iso_infer_accuracy.svg, iso_train_accuracy.svg";
   for (auto& m : r.methods)
