@@ -34,7 +34,7 @@ const char* const kStudy = R"({
   "classes": ["easy", "hard"],
   "methods": [
     {"label": "adaponder", "spec": "adaponder:tau=1e-3", "method": "adaponder",
-     "runs": [{"seed": 1, "dir": "r/a1", "val_loss": 2.0, "accuracy": 0.5, "passes": 2.5, "train_flops": 1e9,
+     "runs": [{"seed": 1, "dir": "r/a1", "machine": "test cpu", "date": "2026-12-01", "val_loss": 2.0, "accuracy": 0.5, "passes": 2.5, "train_flops": 1e9,
                "infer_flops": 3e5, "infer_other": 1e3, "infer_us": 10.0, "train_seconds": 3,
                "pass_hist": {"3": 30, "1": 10, "2": 20}, "per_class": {"easy": {"tokens": 60, "accuracy": 0.7, "nll": 1.0, "passes": 2.0}}},
               {"seed": 2, "dir": "r/a2", "val_loss": 2.2, "accuracy": 0.4, "passes": 2.7, "train_flops": 1e9,
@@ -106,6 +106,16 @@ TEST(ReportRead, ReadsEveryPart) {
   ASSERT_EQ(a.runs[0].pass_hist.size(), 3u);
   EXPECT_EQ(a.runs[0].pass_hist[0], std::make_pair(1, 10.0));
   EXPECT_EQ(a.runs[0].pass_hist[2], std::make_pair(3, 30.0));
+  // Each run's machine, date and figures per class (a run's own: plain numbers); a class it lacks reads NaN.
+  EXPECT_EQ(a.runs[0].machine, "test cpu");
+  EXPECT_EQ(a.runs[0].date, "2026-12-01");
+  EXPECT_TRUE(a.runs[1].machine.empty());
+  ASSERT_EQ(a.runs[0].per_class.size(), 2u);
+  EXPECT_DOUBLE_EQ(a.runs[0].per_class[0].accuracy, 0.7);
+  EXPECT_DOUBLE_EQ(a.runs[0].per_class[0].passes, 2.0);
+  EXPECT_TRUE(std::isnan(a.runs[0].per_class[1].accuracy));
+  ASSERT_EQ(a.runs[1].per_class.size(), 2u);
+  EXPECT_TRUE(std::isnan(a.runs[1].per_class[0].accuracy));
   // Per class in the study's class order, [mean, std].
   ASSERT_EQ(a.per_class.size(), 2u);
   EXPECT_EQ(a.per_class[0].name, "easy");
@@ -209,6 +219,19 @@ TEST(ReportHtml, ShowsTheData) {
   EXPECT_NE(stops.find("title='adaponder, hard, 3 passes: accuracy 0.200, NLL 2.900, 72 tokens'>100.0%"), std::string::npos);
   EXPECT_NE(stops.find("<td class='none'>&ndash;</td>"), std::string::npos);
   EXPECT_EQ(stops.find("standard</h3>"), std::string::npos);
+  // every run: three rows (adaponder 1 and 2, standard 1), the class columns, the first run's machine and date,
+  // its easy accuracy shaded (0.08 + 0.5 x 0.7), a dash where a run has no figure for a class
+  const size_t runs_at = html.find("<section id='runs'>");
+  ASSERT_NE(runs_at, std::string::npos);
+  const std::string runs = html.substr(runs_at, html.find("</section>", runs_at) - runs_at);
+  EXPECT_EQ(count(runs, "<tr><td class='l'>"), 3u) << runs;
+  EXPECT_NE(runs.find("<th>easy</th><th>hard</th></tr>"), std::string::npos) << runs;
+  EXPECT_NE(runs.find("adaponder</td><td>1</td><td class='l'>test cpu <span class='sd'>2026-12-01</span></td><td>2.0000</td>"),
+            std::string::npos) << runs;
+  EXPECT_NE(runs.find("<td style='background:rgba(44,160,44,0.43)' title='adaponder seed 1, easy: NLL 1.000, passes 2.00'>0.700</td>"),
+            std::string::npos) << runs;
+  EXPECT_EQ(count(runs, "<span class='sd'>not recorded</span>"), 2u) << runs;
+  EXPECT_NE(runs.find("title='standard seed 1, hard: NLL &ndash;, passes &ndash;'>&ndash;</td>"), std::string::npos) << runs;
   const size_t passage = html.find("<section id='passage'>");
   ASSERT_NE(passage, std::string::npos);
   EXPECT_EQ(count(html.substr(passage), "' title='passes "), 10u);

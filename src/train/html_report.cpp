@@ -495,6 +495,47 @@ std::string class_accuracy_section(const Results& r) {
                  s);
 }
 
+// Every run on its own row: seed, where and when it was finished, loss,
+// passes and (with classes) each class's accuracy, shaded like the class
+// table. On a task with phase changes a run learns a class or does not; the
+// means over seeds above hide which, this table shows it.
+std::string runs_section(const Results& r) {
+  size_t n = 0;
+  for (const Method& m : r.methods) n += m.runs.size();
+  if (n == 0) return section("runs", "Every run", "", note("The study has no runs."));
+  std::string s = "<table class='num'>\n<tr><th class='l'>method</th><th>seed</th><th class='l'>finished on</th>"
+                  "<th>val loss</th><th>accuracy</th><th>passes / token</th>";
+  for (const std::string& c : r.classes) s += "<th>" + esc(c) + "</th>";
+  s += "</tr>\n";
+  for (size_t i = 0; i < r.methods.size(); i++) {
+    const Method& m = r.methods[i];
+    for (const Run& run : m.runs) {
+      const std::string where = run.machine.empty() && run.date.empty()
+                                    ? std::string("<span class='sd'>not recorded</span>")
+                                    : esc(run.machine) + (run.date.empty() ? "" : " <span class='sd'>" + esc(run.date) + "</span>");
+      s += "<tr><td class='l'>" + swatch(i) + esc(m.label) + "</td><td>" + num("%.0f", run.seed) + "</td><td class='l'>" +
+           where + "</td><td>" + num("%.4f", run.figures.val_loss) + "</td><td>" + num("%.4f", run.figures.accuracy) +
+           "</td><td>" + num("%.2f", run.figures.passes) + "</td>";
+      for (size_t c = 0; c < r.classes.size(); c++) {
+        const ClassFigures* cf = c < run.per_class.size() ? &run.per_class[c] : nullptr;
+        const double acc = cf ? cf->accuracy : NAN;
+        const std::string bg = std::isfinite(acc)
+                                   ? " style='background:rgba(44,160,44," + fmt("%.2f", 0.08 + 0.5 * std::clamp(acc, 0.0, 1.0)) + ")'"
+                                   : "";
+        s += "<td" + bg + " title='" + esc(m.label + " seed " + num("%.0f", run.seed) + ", " + r.classes[c]) + ": NLL " +
+             num("%.3f", cf ? cf->nll : NAN) + ", passes " + num("%.2f", cf ? cf->passes : NAN) + "'>" + num("%.3f", acc) + "</td>";
+      }
+      s += "</tr>\n";
+    }
+  }
+  s += "</table>\n";
+  return section("runs", "Every run",
+                 "One row per trained run, with the machine and date that finished it. With difficulty classes, each "
+                 "class's accuracy in that run (hover for NLL and passes): where a class is learned in some runs and "
+                 "not in others, the mean over seeds above is a count of those runs, not a typical value.",
+                 s);
+}
+
 // Where each class stops: for every method whose tokens use different
 // numbers of passes, a table of class x passes (every seed pooled); a cell
 // gives the share of the class's tokens that stopped there, shaded green by
@@ -656,8 +697,8 @@ td.best{font-weight:700}td.winner{font-weight:700}.sd{color:#777;font-size:12px}
 }  // namespace
 
 const std::vector<std::string>& section_ids() {
-  static const std::vector<std::string> ids = {"setup",  "results", "claims",         "compute", "passes",
-                                               "by-class", "by-nll", "class-accuracy", "stops", "passage"};
+  static const std::vector<std::string> ids = {"setup",          "results", "claims", "compute", "passes", "by-class",
+                                               "by-nll",         "class-accuracy", "runs", "stops", "passage"};
   return ids;
 }
 
@@ -703,7 +744,7 @@ std::string render_html(const Results& r) {
                   "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<h1>" + esc(title) + "</h1>\n";
   h += setup_section(r) + results_section(r) + claims_section(r) + compute_section(r) + passes_section(r) +
        "<div class='pair'>\n" + by_class_section(r) + by_nll_section(r) + "</div>\n" + class_accuracy_section(r) +
-       stops_section(r) + passage_section(r);
+       runs_section(r) + stops_section(r) + passage_section(r);
   return h + "</body>\n</html>\n";
 }
 

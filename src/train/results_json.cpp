@@ -89,13 +89,16 @@ struct Reader {
     return h;
   }
 
-  Run run(const Json& o, const std::string& where) const {
+  Run run(const Json& o, const std::vector<std::string>& classes, const std::string& where) const {
     if (!o.is(T::Object)) bad(where, "is not an object");
     Run r;
     r.seed = num(o, "seed", where);
     r.dir = str(o, "dir", where);
+    r.machine = str(o, "machine", where);
+    r.date = str(o, "date", where);
     r.figures = figures(&o, where);
     r.pass_hist = pass_hist(obj(o, "pass_hist", where), where + ".pass_hist");
+    r.per_class = per_class(obj(o, "per_class", where), classes, where + ".per_class");
     return r;
   }
 
@@ -156,7 +159,7 @@ struct Reader {
     m.method = str(o, "method", where);
     if (const Json* runs = arr(o, "runs", where))
       for (size_t i = 0; i < runs->items.size(); i++)
-        m.runs.push_back(run(runs->items[i], where + ".runs[" + std::to_string(i) + "]"));
+        m.runs.push_back(run(runs->items[i], classes, where + ".runs[" + std::to_string(i) + "]"));
     m.mean = figures(obj(o, "mean", where), where + ".mean");
     m.std = figures(obj(o, "std", where), where + ".std");
     m.per_class = per_class(obj(o, "per_class", where), classes, where + ".per_class");

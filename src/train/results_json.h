@@ -19,19 +19,23 @@ struct Figures {
 };
 Figures nan_figures();
 
-struct Run {
-  double seed;
-  std::string dir;
-  Figures figures;
-  std::vector<std::pair<int, double>> pass_hist;  // (passes, tokens), ascending passes
-};
-
-// One difficulty class of one method: [mean, std] over seeds.
+// One difficulty class of one method: [mean, std] over seeds (of one run:
+// the run's figures, std NaN).
 struct ClassFigures {
   std::string name;
   double tokens;
   double accuracy, accuracy_std, nll, nll_std, passes, passes_std;
 };
+
+struct Run {
+  double seed;
+  std::string dir;
+  std::string machine, date;  // where and when it was finished; empty when not recorded
+  Figures figures;
+  std::vector<std::pair<int, double>> pass_hist;  // (passes, tokens), ascending passes
+  std::vector<ClassFigures> per_class;            // in the order of the study's classes
+};
+
 
 struct NllBin {
   double nll_lo, nll_hi, tokens, passes;
