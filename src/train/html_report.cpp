@@ -142,7 +142,7 @@ std::string results_section(const Results& r) {
     const Method& m = r.methods[i];
     const Figures &a = m.mean, &d = m.std;
     const bool is_best = std::isfinite(a.val_loss) && a.val_loss == best;
-    s += "<tr><td class='l'>" + swatch(i) + esc(m.label) + "</td><td class='l'><code>" + esc(m.spec) + "</code></td><td>" +
+    s += "<tr><td class='l'>" + swatch(i) + esc(m.label) + "</td><td class='l spec'><code>" + esc(m.spec) + "</code></td><td>" +
          std::to_string(m.runs.size()) + "</td><td" + (is_best ? " class='best'" : "") + ">" +
          pm("%.4f", a.val_loss, d.val_loss) + "</td><td>" + pm("%.4f", a.accuracy, d.accuracy) + "</td><td>" +
          pm("%.2f", a.passes, d.passes) + "</td><td>" + pm_si(a.train_flops, d.train_flops) + "</td><td>" +
@@ -692,6 +692,7 @@ td.best{font-weight:700}td.winner{font-weight:700}.sd{color:#777;font-size:12px}
 .plabel{flex:none;width:120px;padding-right:8px;text-align:right;font:11px/1.6 system-ui,sans-serif;color:#555;overflow:hidden;text-overflow:ellipsis}
 .tok{white-space:pre;box-shadow:inset -1px 0 rgba(255,255,255,.7)}.tok:hover{outline:1.5px solid #000;position:relative;z-index:1}
 .ws{opacity:.55}
+section{overflow-x:auto}td.spec{white-space:normal;max-width:230px}td.spec code{word-break:break-all}
 )";
 
 }  // namespace
