@@ -59,7 +59,7 @@ const char* const kStudy = R"({
      "passes_by_nll": [{"nll_lo": 0, "nll_hi": 1, "tokens": 45, "passes": 1}]}
   ],
   "pairs": [{"a": "adaponder", "b": "standard", "diff": -0.2, "se": 0.05, "se_tokens": 0.03, "se_seeds": 0.04, "tokens": 96,
-             "per_seed": [{"seed": 1, "diff": -0.3, "se": 0.04}]},
+             "per_seed": [{"seed": 1, "diff": -0.3, "se": 0.04, "machines_differ": true}]},
             {"a": "standard", "b": "adaponder", "diff": 0.05, "se": 0.05, "se_tokens": 0.03, "se_seeds": 0.04, "tokens": 96},
             {"a": "standard", "b": "adaponder", "diff": null, "se": null}],
   "passage": {"tokens": ["a<b", " &x", "\n", "\t", "\"q'"], "classes": [0, 1, 0, 0, 1],
@@ -138,6 +138,8 @@ TEST(ReportRead, ReadsEveryPart) {
   // Pairs, and passage rows in the order of the methods.
   ASSERT_EQ(r.pairs.size(), 3u);
   EXPECT_DOUBLE_EQ(r.pairs[0].se_seeds, 0.04);
+  ASSERT_EQ(r.pairs[0].per_seed.size(), 1u);
+  EXPECT_TRUE(r.pairs[0].per_seed[0].machines_differ);
   ASSERT_EQ(r.passage.rows.size(), 2u);
   EXPECT_EQ(r.passage.rows[0].label, "adaponder");
   EXPECT_DOUBLE_EQ(r.passage.rows[0].passes[1], 3.5);
@@ -178,6 +180,8 @@ TEST(ReportRead, BadInputIsOneClearError) {
                {"passage.classes", "not the index"});
   expect_error([] { parse(R"({"schema": 1, "methods": [{"label": "x", "by_depth": [{"class": "c", "cells": [[1, 2]]}]}]})"); },
                {"methods[0].by_depth[0].cells[0] is not [passes, tokens, accuracy, nll]"});
+  expect_error([] { parse(R"({"schema": 1, "methods": [], "pairs": [{"a": "x", "b": "y", "per_seed": [{"seed": 1, "machines_differ": 3}]}]})"); },
+               {"pairs[0].per_seed[0].machines_differ is not true or false"});
   expect_error([] { read_results("/nonexistent/results.json"); }, {"cannot read /nonexistent/results.json"});
   expect_error([] { ada::parse_json("{\"schema\": 1,", "results.json"); }, {"results.json"});
 }
@@ -204,7 +208,10 @@ TEST(ReportHtml, ShowsTheData) {
   EXPECT_NE(html.find("adaponder tau=0.01: loss 2.3000"), std::string::npos);
   EXPECT_EQ(count(html, "stroke-dasharray='5,3'"), 1u);
   EXPECT_EQ(count(html, "r='5' fill="), 4u);  // 2 methods x 2 plots
-  // Claims: the verdicts.
+  // Claims: the verdicts; the seed whose two runs ran on different machines is marked.
+  EXPECT_EQ(count(html, "&dagger;</span>"), 1u);
+  EXPECT_NE(html.find("1: -0.3000 <span class='sd'>&plusmn;&nbsp;+0.0400</span><span title='the two runs were finished on different machines'>&dagger;</span>"),
+            std::string::npos);
   EXPECT_NE(html.find(">a better</span>"), std::string::npos);
   EXPECT_NE(html.find(">level</span>"), std::string::npos);
   // Histogram bars for 1..3 passes of adaponder (pooled: 18, 40, 62 tokens).

@@ -201,9 +201,37 @@ TEST(StudyResults, MarkdownListsEveryRunWithItsClasses) {
             std::string::npos) << sec;
   EXPECT_NE(sec.find("| adaponder | 1338 | 2.0000 | 0.5000 | 2.500 | 0.500 | 1.000 | not recorded | not recorded |"),
             std::string::npos) << sec;
+  // No pair mixes machines here (standard's runs name none): no mark.
+  EXPECT_EQ(md.find("†"), std::string::npos) << md;
   size_t rows = 0;
   for (size_t p = sec.find("\n| standard | "); p != std::string::npos; p = sec.find("\n| standard | ", p + 1)) rows++;
   EXPECT_EQ(rows, 2u) << sec;
+}
+
+// A pair whose two runs of a seed were finished on different machines is marked, per seed.
+TEST(StudyResults, PairsMarkSeedsWhoseRunsRanOnDifferentMachines) {
+  StudyResults r = hand_study();
+  for (int m = 0; m < 2; m++)
+    for (auto& run : r.methods[m].runs) run.machine = "CPU A";
+  r.methods[0].runs[1].machine = "CPU B";  // standard, seed 1338
+  const std::string md = study_markdown(r);
+  const size_t at = md.find("## Paired differences");
+  ASSERT_NE(at, std::string::npos);
+  const std::string sec = md.substr(at, md.find("## Runs") - at);
+  // seed 1337 (both on CPU A): no mark; seed 1338 (CPU A against CPU B): marked
+  auto entry = [&](const std::string& head) {
+    const size_t b = sec.find(head);
+    return b == std::string::npos ? std::string() : sec.substr(b, sec.find(';', b) - b);
+  };
+  ASSERT_FALSE(entry("1337: +0.2500 ± ").empty()) << sec;
+  EXPECT_EQ(entry("1337: +0.2500 ± ").find("†"), std::string::npos) << sec;
+  ASSERT_FALSE(entry("1338: +0.5000 ± ").empty()) << sec;
+  EXPECT_NE(entry("1338: +0.5000 ± ").find("†"), std::string::npos) << sec;
+  EXPECT_NE(sec.find("† the two runs of that seed were finished on different machines"), std::string::npos) << sec;
+  const Json j = parse_json(study_json(r), "results.json");
+  const Json& per_seed = *j.find("pairs")->items.at(0).find("per_seed");
+  EXPECT_FALSE(per_seed.items.at(0).find("machines_differ")->boolean);
+  EXPECT_TRUE(per_seed.items.at(1).find("machines_differ")->boolean);
 }
 
 // Every member of a JSON value except those named in `skip` (timing fields), as text.

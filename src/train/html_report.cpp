@@ -164,7 +164,8 @@ std::string claims_section(const Results& r) {
     const std::string v = verdict(p);
     std::string seeds;
     for (const SeedDiff& d : p.per_seed)
-      seeds += (seeds.empty() ? "" : "; ") + num("%.0f", d.seed) + ": " + pm("%+.4f", d.diff, d.se);
+      seeds += (seeds.empty() ? "" : "; ") + num("%.0f", d.seed) + ": " + pm("%+.4f", d.diff, d.se) +
+               (d.machines_differ ? "<span title='the two runs were finished on different machines'>&dagger;</span>" : "");
     const std::string cls = v == "level" ? "level" : v.empty() ? "" : "win";
     s += "<tr><td class='l" + std::string(v == "a better" ? " winner" : "") + "'>" + esc(p.a) + "</td><td class='l" +
          (v == "b better" ? " winner" : "") + "'>" + esc(p.b) + "</td><td>" + pm("%+.4f", p.diff, p.se) + "</td><td>" +

@@ -198,7 +198,9 @@ struct Reader {
         const Json& s = ps->items[i];
         const std::string w = where + ".per_seed[" + std::to_string(i) + "]";
         if (!s.is(T::Object)) bad(w, "is not an object");
-        p.per_seed.push_back({num(s, "seed", w), num(s, "diff", w), num(s, "se", w)});
+        const Json* md = s.find("machines_differ");
+        if (md && !md->is(T::Bool) && !md->is(T::Null)) bad(w + ".machines_differ", "is not true or false");
+        p.per_seed.push_back({num(s, "seed", w), num(s, "diff", w), num(s, "se", w), md && md->is(T::Bool) && md->boolean});
       }
     return p;
   }

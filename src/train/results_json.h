@@ -73,6 +73,7 @@ struct Method {
 // A paired comparison: diff = loss(a) - loss(b) per token, averaged.
 struct SeedDiff {
   double seed, diff, se;
+  bool machines_differ = false;  // the two runs were finished on different machines
 };
 struct Pair {
   std::string a, b;

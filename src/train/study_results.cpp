@@ -150,6 +150,18 @@ PairedResult study_pair(const StudyMethod& a, const StudyMethod& b) {
   return paired_difference(na, nb, seeds);
 }
 
+// True when both methods' runs of `seed` name their machines and the two
+// differ: a paired difference then also measures the machines (a run on a
+// task with phase changes can land on either side of one on two CPUs).
+bool machines_differ(const StudyMethod& a, const StudyMethod& b, long long seed) {
+  const StudyRun *ra = nullptr, *rb = nullptr;
+  for (auto& run : a.runs)
+    if (run.seed == seed) ra = &run;
+  for (auto& run : b.runs)
+    if (run.seed == seed) rb = &run;
+  return ra && rb && !ra->machine.empty() && !rb->machine.empty() && ra->machine != rb->machine;
+}
+
 std::string study_json(const StudyResults& r) {
   const StudySetup& su = r.setup;
   const int nc = (int)r.classes.size();
@@ -239,9 +251,11 @@ std::string study_json(const StudyResults& r) {
     j += std::string(pi ? ",\n " : "\n ") + "{\"a\": " + q(r.pairs[pi].first) + ", \"b\": " + q(r.pairs[pi].second) +
          ", \"diff\": " + num(p.diff) + ", \"se\": " + num(p.se) + ", \"se_tokens\": " + num(p.se_tokens) +
          ", \"se_seeds\": " + num(p.se_seeds) + ", \"tokens\": " + std::to_string(p.tokens) + ", \"per_seed\": [";
+    const StudyMethod &ma = study_method(r, r.pairs[pi].first), &mb = study_method(r, r.pairs[pi].second);
     for (size_t s = 0; s < p.per_seed.size(); s++)
       j += (s ? ", " : "") + std::string("{\"seed\": ") + std::to_string(p.per_seed[s].seed) + ", \"diff\": " +
-           num(p.per_seed[s].diff) + ", \"se\": " + num(p.per_seed[s].se) + "}";
+           num(p.per_seed[s].diff) + ", \"se\": " + num(p.per_seed[s].se) +
+           ", \"machines_differ\": " + (machines_differ(ma, mb, p.per_seed[s].seed) ? "true" : "false") + "}";
     j += "]}";
   }
   const StudyPassage& ps = r.passage;
@@ -300,6 +314,7 @@ std::string study_markdown(const StudyResults& r) {
   }
   t += depth_section(r);
   if (!r.pairs.empty()) {
+    bool any_other = false;
     t += "\n## Paired differences\n\nper-token NLL of a minus b, averaged over seeds; standard error from the tokens "
          "and from the seeds\n\n| a | b | diff | s.e. | s.e. tokens | s.e. seeds | per seed |\n"
          "| --- | --- | ---: | ---: | ---: | ---: | --- |\n";
@@ -310,11 +325,14 @@ std::string study_markdown(const StudyResults& r) {
                     p.diff, p.se, p.se_tokens, p.se_seeds);
       t += buf;
       for (auto& s : p.per_seed) {
-        std::snprintf(buf, sizeof buf, " %lld: %+.4f ± %.4f;", s.seed, s.diff, s.se);
+        const bool other = machines_differ(study_method(r, pr.first), study_method(r, pr.second), s.seed);
+        std::snprintf(buf, sizeof buf, " %lld: %+.4f ± %.4f%s;", s.seed, s.diff, s.se, other ? "†" : "");
         t += buf;
+        any_other |= other;
       }
       t += " |\n";
     }
+    if (any_other) t += "\n† the two runs of that seed were finished on different machines (see Runs)\n";
   }
   for (auto& m : r.methods) {
     if (m.knob_name.empty()) continue;
