@@ -36,7 +36,6 @@ struct Run {
   std::vector<ClassFigures> per_class;            // in the order of the study's classes
 };
 
-
 struct NllBin {
   double nll_lo, nll_hi, tokens, passes;
 };

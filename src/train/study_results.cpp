@@ -153,7 +153,7 @@ PairedResult study_pair(const StudyMethod& a, const StudyMethod& b) {
 // True when both methods' runs of `seed` name their machines and the two
 // differ: a paired difference then also measures the machines (a run on a
 // task with phase changes can land on either side of one on two CPUs).
-bool machines_differ(const StudyMethod& a, const StudyMethod& b, long long seed) {
+static bool machines_differ(const StudyMethod& a, const StudyMethod& b, long long seed) {
   const StudyRun *ra = nullptr, *rb = nullptr;
   for (auto& run : a.runs)
     if (run.seed == seed) ra = &run;
