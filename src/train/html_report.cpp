@@ -87,6 +87,13 @@ std::pair<double, double> passes_range(const Results& r) {
   return {1.0, std::ceil(hi)};
 }
 
+// A table cell's style attribute shading it green by an accuracy in [0, 1]
+// (empty when the accuracy is not a number).
+std::string accuracy_bg(double acc) {
+  if (!std::isfinite(acc)) return "";
+  return " style='background:rgba(44,160,44," + fmt("%.2f", 0.08 + 0.5 * std::clamp(acc, 0.0, 1.0)) + ")'";
+}
+
 // --- the sections -----------------------------------------------------------
 
 std::string section(const std::string& id, const std::string& title, const std::string& intro,
@@ -481,9 +488,7 @@ std::string class_accuracy_section(const Results& r) {
     s += "<tr><td class='l'>" + swatch(i) + esc(m.label) + "</td>";
     for (const ClassFigures& c : m.per_class) {
       // Cell shaded green by accuracy.
-      const std::string bg = std::isfinite(c.accuracy)
-                                 ? " style='background:rgba(44,160,44," + fmt("%.2f", 0.08 + 0.5 * std::clamp(c.accuracy, 0.0, 1.0)) + ")'"
-                                 : "";
+      const std::string bg = accuracy_bg(c.accuracy);
       s += "<td" + bg + " title='" + esc(m.label + ", " + c.name) + ": NLL " + num("%.3f", c.nll) + ", passes " +
            num("%.2f", c.passes) + ", " + si(c.tokens) + " tokens'>" + pm("%.3f", c.accuracy, c.accuracy_std) + "</td>";
     }
@@ -520,9 +525,7 @@ std::string runs_section(const Results& r) {
       for (size_t c = 0; c < r.classes.size(); c++) {
         const ClassFigures* cf = c < run.per_class.size() ? &run.per_class[c] : nullptr;
         const double acc = cf ? cf->accuracy : NAN;
-        const std::string bg = std::isfinite(acc)
-                                   ? " style='background:rgba(44,160,44," + fmt("%.2f", 0.08 + 0.5 * std::clamp(acc, 0.0, 1.0)) + ")'"
-                                   : "";
+        const std::string bg = accuracy_bg(acc);
         s += "<td" + bg + " title='" + esc(m.label + " seed " + num("%.0f", run.seed) + ", " + r.classes[c]) + ": NLL " +
              num("%.3f", cf ? cf->nll : NAN) + ", passes " + num("%.2f", cf ? cf->passes : NAN) + "'>" + num("%.3f", acc) + "</td>";
       }
@@ -571,9 +574,7 @@ std::string stops_section(const Results& r) {
           continue;
         }
         const double share = cell->tokens / total;
-        const std::string bg = std::isfinite(cell->accuracy)
-                                   ? " style='background:rgba(44,160,44," + fmt("%.2f", 0.08 + 0.5 * std::clamp(cell->accuracy, 0.0, 1.0)) + ")'"
-                                   : "";
+        const std::string bg = accuracy_bg(cell->accuracy);
         s += "<td" + bg + " title='" + esc(m.label + ", " + cd.name) + ", " + std::to_string(d) + " passes: accuracy " +
              num("%.3f", cell->accuracy) + ", NLL " + num("%.3f", cell->nll) + ", " + si(cell->tokens) + " tokens'>" +
              (share >= 0.0005 ? fmt("%.1f%%", 100 * share) : std::string("&lt;0.1%")) + "<span class='sd'> " +

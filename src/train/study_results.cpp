@@ -247,11 +247,11 @@ std::string study_json(const StudyResults& r) {
   }
   j += "\n],\n\"pairs\": [";
   for (size_t pi = 0; pi < r.pairs.size(); pi++) {
-    const PairedResult p = study_pair(study_method(r, r.pairs[pi].first), study_method(r, r.pairs[pi].second));
+    const StudyMethod &ma = study_method(r, r.pairs[pi].first), &mb = study_method(r, r.pairs[pi].second);
+    const PairedResult p = study_pair(ma, mb);
     j += std::string(pi ? ",\n " : "\n ") + "{\"a\": " + q(r.pairs[pi].first) + ", \"b\": " + q(r.pairs[pi].second) +
          ", \"diff\": " + num(p.diff) + ", \"se\": " + num(p.se) + ", \"se_tokens\": " + num(p.se_tokens) +
          ", \"se_seeds\": " + num(p.se_seeds) + ", \"tokens\": " + std::to_string(p.tokens) + ", \"per_seed\": [";
-    const StudyMethod &ma = study_method(r, r.pairs[pi].first), &mb = study_method(r, r.pairs[pi].second);
     for (size_t s = 0; s < p.per_seed.size(); s++)
       j += (s ? ", " : "") + std::string("{\"seed\": ") + std::to_string(p.per_seed[s].seed) + ", \"diff\": " +
            num(p.per_seed[s].diff) + ", \"se\": " + num(p.per_seed[s].se) +
@@ -275,6 +275,18 @@ std::string study_json(const StudyResults& r) {
   return j;
 }
 
+// The Markdown header cells of one column per difficulty class, and their alignment rules.
+static std::string class_columns(const std::vector<std::string>& classes) {
+  std::string t;
+  for (auto& c : classes) t += " " + c + " |";
+  return t;
+}
+static std::string class_rules(int n) {
+  std::string t;
+  for (int c = 0; c < n; c++) t += " ---: |";
+  return t;
+}
+
 std::string study_markdown(const StudyResults& r) {
   const StudySetup& su = r.setup;
   std::string t = "# Study\n\n";
@@ -295,11 +307,8 @@ std::string study_markdown(const StudyResults& r) {
          pm(over_seeds(m, "infer_us"), "%.2f") + " |\n";
   const int nc = (int)r.classes.size();
   if (nc > 0) {
-    t += "\n## Per difficulty class\n\naccuracy / NLL / passes, mean ± std over seeds\n\n| method |";
-    for (auto& c : r.classes) t += " " + c + " |";
-    t += "\n| --- |";
-    for (int c = 0; c < nc; c++) t += " ---: |";
-    t += "\n";
+    t += "\n## Per difficulty class\n\naccuracy / NLL / passes, mean ± std over seeds\n\n| method |" +
+         class_columns(r.classes) + "\n| --- |" + class_rules(nc) + "\n";
     for (auto& m : r.methods) {
       const auto cls = class_summary(run_classes(m, nc), nc);
       t += "| " + m.label + " |";
@@ -319,13 +328,14 @@ std::string study_markdown(const StudyResults& r) {
          "and from the seeds\n\n| a | b | diff | s.e. | s.e. tokens | s.e. seeds | per seed |\n"
          "| --- | --- | ---: | ---: | ---: | ---: | --- |\n";
     for (auto& pr : r.pairs) {
-      const PairedResult p = study_pair(study_method(r, pr.first), study_method(r, pr.second));
+      const StudyMethod &ma = study_method(r, pr.first), &mb = study_method(r, pr.second);
+      const PairedResult p = study_pair(ma, mb);
       char buf[160];
       std::snprintf(buf, sizeof buf, "| %s | %s | %+.4f | %.4f | %.4f | %.4f |", pr.first.c_str(), pr.second.c_str(),
                     p.diff, p.se, p.se_tokens, p.se_seeds);
       t += buf;
       for (auto& s : p.per_seed) {
-        const bool other = machines_differ(study_method(r, pr.first), study_method(r, pr.second), s.seed);
+        const bool other = machines_differ(ma, mb, s.seed);
         std::snprintf(buf, sizeof buf, " %lld: %+.4f ± %.4f%s;", s.seed, s.diff, s.se, other ? "†" : "");
         t += buf;
         any_other |= other;
@@ -349,11 +359,8 @@ std::string study_markdown(const StudyResults& r) {
   // sessions and machines meet in one study, and the machine alone can move a run.
   // Each class's accuracy per run too: on a task with phase changes a run
   // either learns a class or does not, and the mean over seeds hides which.
-  t += "\n## Runs\n\n| method | seed | val loss | accuracy | passes/token |";
-  for (auto& c : r.classes) t += " " + c + " |";
-  t += " finished on | date |\n| --- | ---: | ---: | ---: | ---: |";
-  for (int c = 0; c < nc; c++) t += " ---: |";
-  t += " --- | --- |\n";
+  t += "\n## Runs\n\n| method | seed | val loss | accuracy | passes/token |" + class_columns(r.classes) +
+       " finished on | date |\n| --- | ---: | ---: | ---: | ---: |" + class_rules(nc) + " --- | --- |\n";
   for (auto& m : r.methods) {
     const auto per_run = run_classes(m, nc);
     for (size_t ri = 0; ri < m.runs.size(); ri++) {
