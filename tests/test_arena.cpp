@@ -149,3 +149,34 @@ TEST(Arena, BackwardHoldsOnePassOfTemporaries) {
     EXPECT_EQ(five, two) << name << ": the backward's peak over the forward grows with the passes";
   }
 }
+
+// What one pass of the block stack keeps for its backward: per row and layer
+// rstd1, qkv, att, lse, x_mid, rstd2, gu and x_out, that is 6D + 2F + H + 2
+// values, plus the plan's three small index arrays. The normalised inputs
+// of the two RMSNorms and the SwiGLU output (2D + F more) are recomputed by
+// the backward (selective recomputation, Model::LayerActs), so a forward
+// that kept them would fail here. N is a multiple of 64 rows, so every
+// per-layer buffer is a whole number of the arena's 256-byte units.
+TEST(Arena, PassSavesOnlyWhatTheBackwardCannotRecompute) {
+  CpuBackend<float> be;
+  const ModelConfig cfg = preset_config("test");
+  ParamLayout lay;
+  add_backbone_params(lay, cfg);
+  lay.finalize();
+  Model<CpuBackend<float>> m(be, cfg, lay);
+  m.init_params(1);
+  const int B = 4, T = 16, N = B * T, D = cfg.dim, F = cfg.hidden, H = cfg.heads;
+  m.arena.reset();
+  KvStore<CpuBackend<float>> kv;
+  kv.init(be, m.arena, B, T, cfg.layers, D, kAnyDepth, false);
+  float* x = m.zeros((size_t)N * D);
+  const size_t before = m.arena.used();
+  auto acts = m.forward_pass(PassPlan::dense(B, T, T), kv, x);
+  const size_t saved = m.arena.used() - before;
+  const size_t index_bytes = 2 * 256 + 256;  // slot, pos (N ints each) and qstart (B + 1), each rounded up
+  const size_t per_layer = sizeof(float) * (size_t)N * (6 * D + 2 * F + H + 2);
+  EXPECT_EQ(saved, index_bytes + cfg.layers * per_layer)
+      << "a pass saved " << saved << " bytes; 6D + 2F + H + 2 floats per row and layer would be "
+      << index_bytes + cfg.layers * per_layer;
+  EXPECT_EQ(acts.layers.size(), (size_t)cfg.layers);
+}
