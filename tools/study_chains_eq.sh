@@ -7,7 +7,9 @@
 #   nohup nice -n 15 tools/study_chains_eq.sh standard@1338 ponder@1338 > /dev/null 2>&1 &
 #
 # Post-training specs (init-from=@standard) get standard listed first, so
-# study reuses (or trains) that seed's standard run. Each item's log is
+# study reuses (or trains) that seed's standard run; a matched policy
+# (policy-hist=auto) gets adaponder listed first, whose gates' exit histogram
+# it copies. Each item's log is
 # studies/chains_eq/logs/<label>_s<seed>.log.
 set -u
 cd "$(dirname "$0")/.."
@@ -16,7 +18,10 @@ mkdir -p "$OUT/logs"
 for item in "$@"; do
   spec=${item%@*}; seed=${item##*@}
   methods=$spec
-  case $spec in *init-from=@standard*) methods="standard,$spec" ;; esac
+  case $spec in
+    *init-from=@standard*) methods="standard,$spec" ;;
+    *policy-hist=auto*) methods="adaponder,$spec" ;;
+  esac
   label=$(echo "$spec" | tr ':=/' '___')
   ./study --data data/chains_equal --vocab 256 --tokenizer bytes --seq 114 --steps 1500 --threads 1 \
           --save-every 250 --seeds "$seed" --methods "$methods" --out "$OUT" \
