@@ -208,6 +208,45 @@ TEST(StudyResults, MarkdownListsEveryRunWithItsClasses) {
   EXPECT_EQ(rows, 2u) << sec;
 }
 
+// The one-sided Fisher exact test against the hypergeometric sums written out.
+TEST(StudyStats, FisherExactAgainstDirectSums) {
+  // 3 of 6 against 0 of 18: only x = 3 is as extreme; C(6,3) C(18,0) / C(24,3) = 20 / 2024.
+  EXPECT_NEAR(fisher_greater(3, 6, 0, 18), 20.0 / 2024.0, 1e-12);
+  // 2 of 3 against 1 of 3: x = 2 or 3 of the k = 3 in the first group of 3 among 6:
+  // (C(3,2) C(3,1) + C(3,3) C(3,0)) / C(6,3) = (9 + 1) / 20.
+  EXPECT_NEAR(fisher_greater(2, 3, 1, 3), 0.5, 1e-12);
+  // 2 of 2 against 0 of 2: 1 / C(4,2).
+  EXPECT_NEAR(fisher_greater(2, 2, 0, 2), 1.0 / 6.0, 1e-12);
+  // the first group no better than the second: every outcome is as extreme
+  EXPECT_NEAR(fisher_greater(0, 3, 3, 3), 1.0, 1e-12);
+  // P(X >= k1) + P(X <= k1 - 1) = 1, and X <= k1 - 1 is the second group getting k2 + 1 or more.
+  EXPECT_NEAR(fisher_greater(2, 5, 3, 7) + fisher_greater(4, 7, 1, 5), 1.0, 1e-12);
+  EXPECT_THROW(fisher_greater(4, 3, 0, 3), std::exception);
+}
+
+// The counts of runs that cross --learned-at on each class, per method and for the pairs.
+TEST(StudyResults, MarkdownCountsRunsThatLearnEachClass) {
+  StudyResults r = hand_study();
+  for (auto& run : r.methods[0].runs) run.correct = {1, 0, 0, 0};  // standard: hard 0.0, easy 0.5
+  for (auto& run : r.methods[1].runs) run.correct = {1, 1, 0, 1};  // adaponder: hard 1.0, easy 0.5
+  const std::string md = study_markdown(r);
+  const size_t at = md.find("## Which runs learn each class");
+  ASSERT_NE(at, std::string::npos) << md;
+  const std::string sec = md.substr(at, md.find("\n## ", at + 1) - at);
+  EXPECT_NE(sec.find("at least 0.8"), std::string::npos) << sec;
+  EXPECT_NE(sec.find("| standard | 0/2 | 0/2 |"), std::string::npos) << sec;
+  EXPECT_NE(sec.find("| adaponder | 0/2 | 2/2 |"), std::string::npos) << sec;
+  EXPECT_NE(sec.find("| adaponder | standard | 0/2 vs 0/2, — | 2/2 vs 0/2, p 0.167 |"), std::string::npos) << sec;
+  r.setup.learned_at = 0.5;  // now the easy class (0.5 in every run) counts as learned too
+  const std::string md2 = study_markdown(r);
+  EXPECT_NE(md2.find("| adaponder | standard | 2/2 vs 2/2, — | 2/2 vs 0/2, p 0.167 |"), std::string::npos) << md2;
+  const Json j = parse_json(study_json(r), "results.json");
+  EXPECT_DOUBLE_EQ(j.find("setup")->find("learned_at")->number, 0.5);
+  const Json& learned = *j.find("methods")->items.at(0).find("learned_runs");
+  EXPECT_DOUBLE_EQ(learned.find("easy")->number, 2);
+  EXPECT_DOUBLE_EQ(learned.find("hard")->number, 0);
+}
+
 // A pair whose two runs of a seed were finished on different machines is marked, per seed.
 TEST(StudyResults, PairsMarkSeedsWhoseRunsRanOnDifferentMachines) {
   StudyResults r = hand_study();
@@ -393,6 +432,7 @@ TEST(StudyProgram, RejectsBadFlags) {
       {" --knob ponder:tau=1", "--knob names the method 'ponder'"},
       {" --seeds 13x", "--seeds: '13x' is not an integer"},
       {" --methods standard,standard", "--methods lists 'standard' twice"},
+      {" --learned-at 1.5", "--learned-at must be in (0, 1] (an accuracy), got 1.5"},
   };
   for (auto& c : cases) {
     SCOPED_TRACE(c.first);

@@ -174,6 +174,7 @@ int main(int argc, char** argv) {
     bool quick = false;
     int infer_threads = 2, passage_tokens = 256;
     long long passage_at = 0;
+    double learned_at = 0.8;
     Flags flags("study", "Train a grid of methods x seeds on the same data and budget; write results.json, "
                          "results.md and plots into --out.");
     flags.add("--methods", &methods, "comma-separated method specs, as compare's (e.g. standard,adaponder:tau=1e-3)");
@@ -186,6 +187,8 @@ int main(int argc, char** argv) {
     flags.add("--infer-threads", &infer_threads, "threads for the measured inference time per token");
     flags.add("--passage-tokens", &passage_tokens, "validation target tokens in the decoded passage");
     flags.add("--passage-at", &passage_at, "index of the passage's first token among the evaluated validation tokens");
+    flags.add("--learned-at", &learned_at,
+              "a run learns a difficulty class when its accuracy on it reaches this (results.md counts such runs)");
     add_train_flags(flags, base);
     if (!flags.parse(argc, argv)) return 0;
     check(flags.positional().empty(), "unexpected argument '" + (flags.positional().empty() ? std::string() : flags.positional()[0]) + "'");
@@ -238,6 +241,8 @@ int main(int argc, char** argv) {
     su.data = base.data, su.config = base.config, su.steps = base.steps, su.batch = base.batch, su.seq = base.seq;
     su.tokens_per_run = (double)base.steps * base.accum * base.batch * base.seq;
     su.seeds = seeds;
+    check(learned_at > 0 && learned_at <= 1, "--learned-at must be in (0, 1] (an accuracy), got " + std::to_string(learned_at));
+    su.learned_at = learned_at;
 
     // Labels, pairs (a/b; default every method against the first) and knobs, checked before any training.
     std::vector<std::string> labels;

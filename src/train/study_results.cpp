@@ -162,6 +162,13 @@ static bool machines_differ(const StudyMethod& a, const StudyMethod& b, long lon
   return ra && rb && !ra->machine.empty() && !rb->machine.empty() && ra->machine != rb->machine;
 }
 
+std::vector<int> learned_runs(const StudyMethod& m, int n_classes, double learned_at) {
+  std::vector<int> k(n_classes, 0);
+  for (auto& run : run_classes(m, n_classes))
+    for (int c = 0; c < n_classes; c++) k[c] += run[c].accuracy >= learned_at;  // NaN (no tokens): not learned
+  return k;
+}
+
 std::string study_json(const StudyResults& r) {
   const StudySetup& su = r.setup;
   const int nc = (int)r.classes.size();
@@ -171,7 +178,8 @@ std::string study_json(const StudyResults& r) {
                   ", \"seq\": " + std::to_string(su.seq) + ", \"tokens_per_run\": " + num(su.tokens_per_run) +
                   ", \"seeds\": [";
   for (size_t i = 0; i < su.seeds.size(); i++) j += (i ? ", " : "") + std::to_string(su.seeds[i]);
-  j += "], \"val_tokens\": " + std::to_string(su.val_tokens) + "},\n\"classes\": [";
+  j += "], \"val_tokens\": " + std::to_string(su.val_tokens) + ", \"learned_at\": " + num(su.learned_at) +
+       "},\n\"classes\": [";
   for (int c = 0; c < nc; c++) j += (c ? ", " : "") + q(r.classes[c]);
   j += "],\n\"methods\": [";
   const std::vector<NllBin> bins0 = shared_bins(r);
@@ -210,6 +218,9 @@ std::string study_json(const StudyResults& r) {
       j += (c ? ", " : "") + q(r.classes[c]) + ": {\"tokens\": " + std::to_string(cls[c].tokens) + ", \"accuracy\": [" +
            num(cls[c].accuracy.mean) + ", " + num(cls[c].accuracy.std) + "], \"nll\": [" + num(cls[c].nll.mean) + ", " +
            num(cls[c].nll.std) + "], \"passes\": [" + num(cls[c].passes.mean) + ", " + num(cls[c].passes.std) + "]}";
+    j += "},\n \"learned_runs\": {";
+    const std::vector<int> learned = learned_runs(m, nc, su.learned_at);
+    for (int c = 0; c < nc; c++) j += (c ? ", " : "") + q(r.classes[c]) + ": " + std::to_string(learned[c]);
     j += "},\n \"passes_by_nll\": [";
     std::vector<NllBin> bins = bins0;
     for (auto& run : m.runs) add_to_bins(bins, run.nll, run.tok_passes);
@@ -287,6 +298,48 @@ static std::string class_rules(int n) {
   return t;
 }
 
+// On a task whose classes are learned in phase changes a run either crosses
+// one or does not, and a mean over a few seeds counts crossings: so count
+// them. Per method, the runs whose accuracy on each class reaches
+// learned_at; per pair, both counts and the one-sided Fisher p that a learns
+// the class more often than b (study_stats.h).
+static std::string learned_section(const StudyResults& r) {
+  const int nc = (int)r.classes.size();
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%g", r.setup.learned_at);
+  std::string t = "\n## Which runs learn each class\n\nruns whose accuracy on the class is at least " + std::string(buf) +
+                  " (--learned-at), of the method's runs\n\n| method |";
+  for (auto& c : r.classes) t += " " + c + " |";
+  t += "\n| --- |" + class_rules(nc) + "\n";
+  for (auto& m : r.methods) {
+    const std::vector<int> k = learned_runs(m, nc, r.setup.learned_at);
+    t += "| " + m.label + " |";
+    for (int c = 0; c < nc; c++) t += " " + std::to_string(k[c]) + "/" + std::to_string(m.runs.size()) + " |";
+    t += "\n";
+  }
+  if (r.pairs.empty()) return t;
+  t += "\nPairs: runs of a and of b that learn the class, and the one-sided Fisher exact p that a learns it more "
+       "often than b by chance (— where neither or both learn it in every run)\n\n| a | b |";
+  for (auto& c : r.classes) t += " " + c + " |";
+  t += "\n| --- | --- |" + class_rules(nc) + "\n";
+  for (auto& pr : r.pairs) {
+    const StudyMethod &ma = study_method(r, pr.first), &mb = study_method(r, pr.second);
+    const std::vector<int> ka = learned_runs(ma, nc, r.setup.learned_at), kb = learned_runs(mb, nc, r.setup.learned_at);
+    const int na = (int)ma.runs.size(), nb = (int)mb.runs.size();
+    t += "| " + pr.first + " | " + pr.second + " |";
+    for (int c = 0; c < nc; c++) {
+      const bool same_all = (ka[c] == 0 && kb[c] == 0) || (ka[c] == na && kb[c] == nb);
+      if (same_all)
+        std::snprintf(buf, sizeof buf, " %d/%d vs %d/%d, — |", ka[c], na, kb[c], nb);
+      else
+        std::snprintf(buf, sizeof buf, " %d/%d vs %d/%d, p %.3f |", ka[c], na, kb[c], nb, fisher_greater(ka[c], na, kb[c], nb));
+      t += buf;
+    }
+    t += "\n";
+  }
+  return t;
+}
+
 std::string study_markdown(const StudyResults& r) {
   const StudySetup& su = r.setup;
   std::string t = "# Study\n\n";
@@ -320,6 +373,7 @@ std::string study_markdown(const StudyResults& r) {
     const auto cls0 = class_summary(run_classes(r.methods[0], nc), nc);
     for (int c = 0; c < nc; c++) t += " " + r.classes[c] + " " + std::to_string(cls0[c].tokens);
     t += "\n";
+    t += learned_section(r);
   }
   t += depth_section(r);
   if (!r.pairs.empty()) {

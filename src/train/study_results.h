@@ -52,6 +52,10 @@ struct StudySetup {
   double tokens_per_run = 0;
   std::vector<long long> seeds;
   size_t val_tokens = 0;
+  // A run learns a difficulty class when its accuracy on the class reaches
+  // this (study's --learned-at): the line the "Runs that learn each class"
+  // counts are drawn at.
+  double learned_at = 0.8;
 };
 
 // ~256 consecutive validation target tokens, decoded, with each method's
@@ -76,6 +80,10 @@ const StudyMethod& study_method(const StudyResults& r, const std::string& label)
 
 // The paired difference of two methods' per-token NLL over their common seeds.
 PairedResult study_pair(const StudyMethod& a, const StudyMethod& b);
+
+// Per difficulty class, how many of the method's runs learned it (accuracy on
+// the class >= learned_at); n_classes values.
+std::vector<int> learned_runs(const StudyMethod& m, int n_classes, double learned_at);
 
 std::string study_json(const StudyResults& r);
 std::string study_markdown(const StudyResults& r);

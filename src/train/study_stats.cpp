@@ -103,4 +103,17 @@ void add_to_bins(std::vector<NllBin>& bins, const std::vector<double>& nll, cons
   }
 }
 
+double fisher_greater(int k1, int n1, int k2, int n2) {
+  check(n1 >= 0 && n2 >= 0 && k1 >= 0 && k1 <= n1 && k2 >= 0 && k2 <= n2,
+        "fisher_greater: counts must satisfy 0 <= k <= n (got " + std::to_string(k1) + "/" + std::to_string(n1) + " and " +
+            std::to_string(k2) + "/" + std::to_string(n2) + ")");
+  auto log_choose = [](int n, int k) { return std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0); };
+  const int n = n1 + n2, k = k1 + k2;
+  double p = 0;
+  for (int x = k1; x <= std::min(n1, k); x++)
+    if (k - x <= n2) p += std::exp(log_choose(n1, x) + log_choose(n2, k - x) - log_choose(n, k));
+  return std::min(p, 1.0);
+}
+
 }  // namespace ada
+

@@ -6,6 +6,7 @@
 //   class_stats       tokens, accuracy, NLL and passes per difficulty class
 //   nll_bins          mean passes of the tokens in fixed NLL bins
 //   depth_stats       per class and per number of passes: tokens, accuracy, NLL
+//   fisher_greater    one-sided Fisher exact test on two counts of runs
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -79,5 +80,13 @@ struct NllBin {
 // max_nll (rounded up) when it is above 8.
 std::vector<NllBin> nll_bins(double max_nll);
 void add_to_bins(std::vector<NllBin>& bins, const std::vector<double>& nll, const std::vector<double>& passes);
+
+// One-sided Fisher exact test: k1 of n1 runs of one group and k2 of n2 of
+// another crossed a line (learned a class); the probability, with the
+// margins fixed (k = k1 + k2 successes among n = n1 + n2 runs), that the
+// first group gets k1 or more of them by chance:
+//   p = sum over x >= k1 of C(n1, x) C(n2, k - x) / C(n, k).
+// Throws unless 0 <= k1 <= n1 and 0 <= k2 <= n2.
+double fisher_greater(int k1, int n1, int k2, int n2);
 
 }  // namespace ada
