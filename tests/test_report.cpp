@@ -247,6 +247,23 @@ TEST(ReportHtml, ShowsTheData) {
   EXPECT_NE(html.find("title='passes &ndash;, NLL 0.10, class easy'"), std::string::npos);  // a null
 }
 
+// With the study's learned_at, the runs section counts per method and class
+// the runs whose accuracy reaches it (adaponder seed 1: easy 0.7; seed 2 and
+// standard: no class figures, so not learned); without it, no such table.
+TEST(ReportHtml, CountsTheRunsThatLearnEachClass) {
+  std::string study = kStudy;
+  const std::string extra = "\"extra_field\": \"kept\"";
+  study.replace(study.find(extra), extra.size(), extra + ", \"learned_at\": 0.6");
+  const std::string html = render_html(parse(study));
+  const size_t at = html.find("<section id='runs'>");
+  ASSERT_NE(at, std::string::npos);
+  const std::string runs = html.substr(at, html.find("</section>", at) - at);
+  EXPECT_NE(runs.find("Runs that learn each class (accuracy at least 0.6)"), std::string::npos) << runs;
+  EXPECT_NE(runs.find("adaponder</td><td>1/2</td><td>0/2</td></tr>"), std::string::npos) << runs;
+  EXPECT_NE(runs.find("standard</td><td>0/1</td><td>0/1</td></tr>"), std::string::npos) << runs;
+  EXPECT_EQ(render_html(parse(kStudy)).find("Runs that learn each class"), std::string::npos);
+}
+
 TEST(ReportHtml, EscapesTokensAndLabels) {
   const std::string html = render_html(parse(kStudy));
   EXPECT_NE(html.find(">a&lt;b</span>"), std::string::npos);

@@ -533,6 +533,29 @@ std::string runs_section(const Results& r) {
     }
   }
   s += "</table>\n";
+  // Those counts, when the study drew its line (setup.learned_at, study's
+  // --learned-at; studies written before it have none): per method and
+  // class, the runs whose accuracy on the class reaches it.
+  char* end = nullptr;
+  const std::string la = r.setup_value("learned_at");
+  const double learned_at = la.empty() ? NAN : std::strtod(la.c_str(), &end);
+  if (!r.classes.empty() && std::isfinite(learned_at) && end && *end == '\0') {
+    std::string t = "<p>Runs that learn each class (accuracy at least " + num("%g", learned_at) +
+                    "), of the method's runs:</p>\n<table class='num'>\n<tr><th class='l'>method</th>";
+    for (const std::string& c : r.classes) t += "<th>" + esc(c) + "</th>";
+    t += "</tr>\n";
+    for (size_t i = 0; i < r.methods.size(); i++) {
+      const Method& m = r.methods[i];
+      t += "<tr><td class='l'>" + swatch(i) + esc(m.label) + "</td>";
+      for (size_t c = 0; c < r.classes.size(); c++) {
+        size_t k = 0;
+        for (const Run& run : m.runs) k += c < run.per_class.size() && run.per_class[c].accuracy >= learned_at;
+        t += "<td>" + std::to_string(k) + "/" + std::to_string(m.runs.size()) + "</td>";
+      }
+      t += "</tr>\n";
+    }
+    s += t + "</table>\n";
+  }
   return section("runs", "Every run",
                  "One row per trained run, with the machine and date that finished it. With difficulty classes, each "
                  "class's accuracy in that run (hover for NLL and passes): where a class is learned in some runs and "
