@@ -75,8 +75,8 @@ class Model {
     T* head;  // == embed when tied
   };
 
-  // Saved activations of one block (comment: what the backward uses it for).
-  // What a block saves for its backward. The three inputs of weight
+  // Saved activations of one block (each comment: what the backward uses it
+  // for). The three inputs of weight
   // gradients that are one cheap elementwise op away from a saved tensor are
   // not kept but recomputed in backward_pass (selective recomputation):
   //   xn1 = RMSNorm(x_in),  xn2 = RMSNorm(x_mid),  act = SwiGLU(gu).
