@@ -241,7 +241,9 @@ int main(int argc, char** argv) {
     su.data = base.data, su.config = base.config, su.steps = base.steps, su.batch = base.batch, su.seq = base.seq;
     su.tokens_per_run = (double)base.steps * base.accum * base.batch * base.seq;
     su.seeds = seeds;
-    check(learned_at > 0 && learned_at <= 1, "--learned-at must be in (0, 1] (an accuracy), got " + std::to_string(learned_at));
+    char learned_buf[32];
+    std::snprintf(learned_buf, sizeof learned_buf, "%g", learned_at);
+    check(learned_at > 0 && learned_at <= 1, "--learned-at must be in (0, 1] (an accuracy), got " + std::string(learned_buf));
     su.learned_at = learned_at;
 
     // Labels, pairs (a/b; default every method against the first) and knobs, checked before any training.

@@ -116,4 +116,3 @@ double fisher_greater(int k1, int n1, int k2, int n2) {
 }
 
 }  // namespace ada
-
