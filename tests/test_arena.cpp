@@ -16,6 +16,7 @@
 #include "backend/cpu_backend.h"
 #include "method_test_util.h"
 #include "methods/registry.h"
+#include "train/cpu_instances.h"
 
 using namespace ada;
 

@@ -17,6 +17,7 @@
 #include "text/dataset.h"
 #include "text/shards.h"
 #include "train/checkpoint.h"
+#include "train/cpu_instances.h"
 #include "train/data.h"
 #include "train/flags.h"
 #include "train/generation.h"
@@ -342,7 +343,9 @@ TEST(HelpAndPresets, DefaultsPrintInTheirShortestExactForm) {
   EXPECT_EQ(help.find("000000"), std::string::npos) << help;
   EXPECT_EQ(help.find("999999"), std::string::npos) << help;
   for (auto& kv : f.values()) {  // and every value still reads back exactly as the checkpoints need
-    if (kv.first == "lr") EXPECT_EQ(kv.second, "0.003");
+    if (kv.first == "lr") {
+      EXPECT_EQ(kv.second, "0.003");
+    }
   }
 }
 

@@ -97,7 +97,9 @@ TEST(Flags, EveryTrainingFlagIsAnIntegerWithinADeclaredRange) {
     if (!f.integer_range(flag, &lo, &hi)) continue;
     SCOPED_TRACE(flag);
     integer_flags++;
-    if (flag != "--seed") EXPECT_LE(hi, kMaxSteps) << "a size or count flag needs a documented bound";
+    if (flag != "--seed") {
+      EXPECT_LE(hi, kMaxSteps) << "a size or count flag needs a documented bound";
+    }
     TrainOptions scratch;
     Flags g("train_cpu", "");
     add_train_flags(g, scratch);

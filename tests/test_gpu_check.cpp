@@ -91,6 +91,8 @@ TEST(GpuCheck, ReadsTheGpuDriverAndArchitectureFromNvidiaSmi) {
   // With a GPU but nothing built, the GPU stages name the missing binary.
   for (const Json& s : stages(summary).items) {
     EXPECT_EQ(text(s, "status"), "not run") << text(s, "name");
-    if (text(s, "name") == "test_gpu") EXPECT_NE(text(s, "reason").find("test_gpu was not built"), std::string::npos);
+    if (text(s, "name") == "test_gpu") {
+      EXPECT_NE(text(s, "reason").find("test_gpu was not built"), std::string::npos);
+    }
   }
 }

@@ -1034,7 +1034,9 @@ TEST(HostRun, TemplateKernelSharedIsPoisonedAndRaceChecked) {
   // Found by name: the template instance's one array, 64 ints, outside the section.
   const auto& st = ada::hostrun::function_statics(reinterpret_cast<const void*>(shared_write_or_read_t<64>));
   EXPECT_EQ(st.size(), 1u);
-  if (!st.empty()) EXPECT_EQ(st[0].second, 64 * sizeof(int));
+  if (!st.empty()) {
+    EXPECT_EQ(st[0].second, 64 * sizeof(int));
+  }
   // A read of unwritten shared memory sees the poison (-1), not what the
   // previous launch left there: for a template kernel as for a plain one.
   DeviceArray<int> out(64);

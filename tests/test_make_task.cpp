@@ -208,8 +208,9 @@ TEST(ChainTask, ClassesAgreeWithAnIndependentReadingOfTheText) {
     for (auto& kv : hops) answers += kv.second;
     EXPECT_EQ(answers, int(lines) * o.queries);
     ASSERT_EQ(hops.size(), size_t(o.max_hops())) << "every hop count occurs";
-    if (o.chains > 1)
+    if (o.chains > 1) {
       for (int k = 2; k <= o.max_hops(); k++) EXPECT_GE(hops[2], hops[k]) << k;  // most need 1 or 2 lookups
+    }
     // value digits are uniform: each digit 7% to 13% of the roots
     std::map<int, int> digits;
     size_t values = 0;
