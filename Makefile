@@ -132,8 +132,8 @@ bench: bench_cpu
 # UndefinedBehaviorSanitizer, float-to-int overflow included, in build/san/;
 # the first report stops the run. Fiber switches are announced to ASan
 # (cuda/hostrun/fiber.cpp), so its stack checks hold inside kernels.
-# SAN_OPT: -O1, ASan's own advice; against -O2 it builds the suite in 41%
-# less CPU time (the sanitized build is most of CI's time) and the
+# SAN_OPT: -O1, ASan's own advice; against -O2 it builds cpu_instances.cpp
+# in 41% less CPU time (the sanitized build is most of CI's time) and the
 # sanitize-ci tests run no slower (docs/reliability.md, "Sanitizers").
 SAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
 SAN_OPT ?= -O1

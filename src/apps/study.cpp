@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/format.h"
 #include "text/chain_task.h"
 #include "text/utf8.h"
 #include "train/checkpoint.h"
@@ -241,9 +242,7 @@ int main(int argc, char** argv) {
     su.data = base.data, su.config = base.config, su.steps = base.steps, su.batch = base.batch, su.seq = base.seq;
     su.tokens_per_run = (double)base.steps * base.accum * base.batch * base.seq;
     su.seeds = seeds;
-    char learned_buf[32];
-    std::snprintf(learned_buf, sizeof learned_buf, "%g", learned_at);
-    check(learned_at > 0 && learned_at <= 1, "--learned-at must be in (0, 1] (an accuracy), got " + std::string(learned_buf));
+    check(learned_at > 0 && learned_at <= 1, "--learned-at must be in (0, 1] (an accuracy), got " + shortest_double(learned_at));
     su.learned_at = learned_at;
 
     // Labels, pairs (a/b; default every method against the first) and knobs, checked before any training.

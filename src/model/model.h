@@ -76,9 +76,9 @@ class Model {
   };
 
   // Saved activations of one block (each comment: what the backward uses it
-  // for). The three inputs of weight
-  // gradients that are one cheap elementwise op away from a saved tensor are
-  // not kept but recomputed in backward_pass (selective recomputation):
+  // for). The three inputs of weight gradients that are one cheap elementwise
+  // op away from a saved tensor are not kept but recomputed in backward_pass
+  // (selective recomputation):
   //   xn1 = RMSNorm(x_in),  xn2 = RMSNorm(x_mid),  act = SwiGLU(gu).
   // That drops 2D + F of the 8D + 3F + H + 2 values a row saved per layer
   // (29% at the 70m shapes) for two RMSNorms and one SwiGLU per layer in the
