@@ -7,6 +7,7 @@
 // Cost: (K+1) x standard per token.
 #pragma once
 #include "methods/method.h"
+#include "methods/fused_classifier.h"
 #include "methods/next_token_loss.h"
 
 namespace ada {
@@ -33,13 +34,12 @@ class LoopedMethod : public Method<Bk> {
       acts_.push_back(m.forward_pass(plan, kv_[i], x));
       x = acts_.back().out();
     }
-    ro_ = m.readout_forward(x, n_);
-    loss_.forward(m, ro_.logits, b.targets);
+    loss_.forward(m, x, b.targets, training);  // z = W RMSNorm(x^{K+1}), CE (chunks of rows)
   }
 
   void backward(Model<Bk>& m, double loss_scale) override {
     T* dx = m.zeros((size_t)n_ * m.cfg.dim);
-    m.readout_backward(ro_, loss_.backward(m, loss_scale), dx);  // dlogits in place of the logits
+    loss_.backward(m, loss_scale, dx);
     for (int i = K_; i >= 0; i--) m.backward_pass(acts_[i], kv_[i], dx);  // dx: d x^{i+1} -> d x^i
     m.embed_backward(ids_, dx, n_);
   }
@@ -51,7 +51,7 @@ class LoopedMethod : public Method<Bk> {
     passes.assign(n_, K_ + 1.0);
   }
   void probabilities(Model<Bk>& m, std::vector<double>& probs) override {
-    probabilities_to_host(m, ro_.logits, n_, probs);
+    loss_.probabilities(m, probs);
   }
   void per_token_argmax(Model<Bk>& m, std::vector<int>& argmax) override { loss_.argmax(m, argmax); }
   std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) override;
@@ -62,8 +62,7 @@ class LoopedMethod : public Method<Bk> {
   int* ids_ = nullptr;
   std::vector<KvStore<Bk>> kv_;
   std::vector<typename Model<Bk>::PassActs> acts_;
-  typename Model<Bk>::ReadoutActs ro_;
-  NextTokenLoss<Bk> loss_;
+  FusedClassifier<Bk> loss_;
 };
 
 // One cache per loop; each new token runs the K+1 loops on its single row.

@@ -12,6 +12,7 @@
 // last one. Cost: (n+1) rows per token and an (n+1)x longer attention context.
 #pragma once
 #include "methods/method.h"
+#include "methods/fused_classifier.h"
 #include "methods/next_token_loss.h"
 
 namespace ada {
@@ -68,14 +69,13 @@ class PauseMethod : public Method<Bk> {
     acts_ = m.forward_pass(plan, kv_, x);
     T* h = m.alloc((size_t)n_ * D);
     m.be.gather_rows(h, D, acts_.out(), D, d_read_, n_, D);  // the last pause after each token
-    ro_ = m.readout_forward(h, n_);
-    loss_.forward(m, ro_.logits, b.targets);
+    loss_.forward(m, h, b.targets, training);  // z = W RMSNorm(h), CE (chunks of rows)
   }
 
   void backward(Model<Bk>& m, double loss_scale) override {
     const int D = m.cfg.dim;
     T* dh = m.zeros((size_t)n_ * D);
-    m.readout_backward(ro_, loss_.backward(m, loss_scale), dh);  // dlogits in place of the logits
+    loss_.backward(m, loss_scale, dh);
     T* dx = m.zeros((size_t)nrows_ * D);
     m.be.scatter_rows(dx, D, dh, D, d_read_, n_, D);
     m.backward_pass(acts_, kv_, dx);
@@ -94,7 +94,7 @@ class PauseMethod : public Method<Bk> {
     passes.assign(n_, n_pause_ + 1.0);
   }
   void probabilities(Model<Bk>& m, std::vector<double>& probs) override {
-    probabilities_to_host(m, ro_.logits, n_, probs);
+    loss_.probabilities(m, probs);
   }
   void per_token_argmax(Model<Bk>& m, std::vector<int>& argmax) override { loss_.argmax(m, argmax); }
   std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) override;
@@ -111,8 +111,7 @@ class PauseMethod : public Method<Bk> {
   int *ids_ = nullptr, *d_real_ = nullptr, *d_pause_ = nullptr, *d_read_ = nullptr, *d_zero_ = nullptr;
   KvStore<Bk> kv_;
   typename Model<Bk>::PassActs acts_;
-  typename Model<Bk>::ReadoutActs ro_;
-  NextTokenLoss<Bk> loss_;
+  FusedClassifier<Bk> loss_;
 };
 
 // Each real token is fed with its n pauses as n+1 rows of one pass; the

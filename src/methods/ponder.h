@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "methods/method.h"
+#include "methods/fused_classifier.h"
 #include "methods/next_token_loss.h"
 #include "methods/soft_embedding.h"
 
@@ -42,22 +43,22 @@ class PonderMethod : public Method<Bk> {
     for (int i = 0; i <= P_; i++) {
       kv_[i].init(m.be, m.arena, b.B, b.T, m.cfg.layers, m.cfg.dim, kAnyDepth, training);
       acts_.push_back(m.forward_pass(plan, kv_[i], e));         // H^{i+1} = F(e^i)
-      ro_.push_back(m.readout_forward(acts_.back().out(), n_));  // W H^{i+1}
       if (i == P_) break;
+      ro_.push_back(m.readout_forward(acts_.back().out(), n_));  // W H^{i+1}
       T* phi = se_[i].forward(m, ro_.back().logits, n_, c);     // sqrt(D) softmax(W H) E
       T* next = m.alloc((size_t)n_ * m.cfg.dim);
       m.be.add(next, e, phi, (size_t)n_ * m.cfg.dim);            // e^{i+1} = e^i + phi
       m.flops.other += op_cost::elementwise((double)n_ * m.cfg.dim);
       e = next;
     }
-    loss_.forward(m, ro_.back().logits, b.targets);
+    loss_.forward(m, acts_.back().out(), b.targets, training);  // the last pass's W H^{P+1}, CE (chunks of rows)
   }
 
   void backward(Model<Bk>& m, double loss_scale) override {
     const int D = m.cfg.dim;
     const size_t nd = (size_t)n_ * D;
     T* de = m.zeros(nd);  // dL/de^P
-    m.readout_backward(ro_[P_], loss_.backward(m, loss_scale), de);  // dlogits in place of the logits
+    loss_.backward(m, loss_scale, de);
     m.backward_pass(acts_[P_], kv_[P_], de);
     T* dh = m.alloc(nd);
     for (int i = P_ - 1; i >= 0; i--) {
@@ -79,7 +80,7 @@ class PonderMethod : public Method<Bk> {
     passes.assign(n_, P_ + 1.0);
   }
   void probabilities(Model<Bk>& m, std::vector<double>& probs) override {
-    probabilities_to_host(m, ro_.back().logits, n_, probs);
+    loss_.probabilities(m, probs);
   }
   void per_token_argmax(Model<Bk>& m, std::vector<int>& argmax) override { loss_.argmax(m, argmax); }
   std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) override;
@@ -92,7 +93,7 @@ class PonderMethod : public Method<Bk> {
   std::vector<typename Model<Bk>::PassActs> acts_;
   std::vector<typename Model<Bk>::ReadoutActs> ro_;
   std::vector<SoftEmbedding<Bk>> se_;
-  NextTokenLoss<Bk> loss_;
+  FusedClassifier<Bk> loss_;
 };
 
 // One KV cache per pass; a new token runs the P+1 passes on its single row.

@@ -32,6 +32,7 @@
 
 #include "core/rng.h"
 #include "methods/method.h"
+#include "methods/fused_classifier.h"
 #include "methods/next_token_loss.h"
 
 namespace ada {
@@ -137,14 +138,13 @@ class PonderLM2Method : public Method<Bk> {
     d_read_ = upload(m, read);
     T* h = m.alloc((size_t)N_ * D);
     m.be.gather_rows(h, D, passes_.back().acts.out(), D, d_read_, N_, D);
-    ro_ = m.readout_forward(h, N_);  // z = W RMSNorm(H_{t,K})
-    loss_.forward(m, ro_.logits, b.targets);
+    loss_.forward(m, h, b.targets, training);  // z = W RMSNorm(H_{t,K}), CE (chunks of rows)
   }
 
   void backward(Model<Bk>& m, double loss_scale) override {
     const int D = m.cfg.dim;
     T* dh = m.zeros((size_t)N_ * D);
-    m.readout_backward(ro_, loss_.backward(m, loss_scale), dh);  // dlogits in place of the logits
+    loss_.backward(m, loss_scale, dh);
     T* dx = m.zeros((size_t)passes_.back().n * D);  // dL/d(final pass output): only at stage-K rows
     m.be.scatter_rows(dx, D, dh, D, d_read_, N_, D);
     T* dS0 = m.zeros((size_t)N_ * D);
@@ -179,7 +179,7 @@ class PonderLM2Method : public Method<Bk> {
     passes.assign(N_, o_.K + 1.0);
   }
   void probabilities(Model<Bk>& m, std::vector<double>& probs) override {
-    probabilities_to_host(m, ro_.logits, N_, probs);
+    loss_.probabilities(m, probs);
   }
   void per_token_argmax(Model<Bk>& m, std::vector<int>& argmax) override { loss_.argmax(m, argmax); }
   std::unique_ptr<Decoder<Bk>> decoder(Model<Bk>& m, int max_len) override;
@@ -209,8 +209,7 @@ class PonderLM2Method : public Method<Bk> {
   int B_ = 0, T_ = 0, N_ = 0, nJ_ = 0;
   int *ids_ = nullptr, *d_read_ = nullptr;
   std::vector<Pass> passes_;
-  typename Model<Bk>::ReadoutActs ro_;
-  NextTokenLoss<Bk> loss_;
+  FusedClassifier<Bk> loss_;
 };
 
 // Sequential, exact inference: one KV cache over the flattened rows; a new

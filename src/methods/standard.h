@@ -4,6 +4,7 @@
 // example of the method interface.
 #pragma once
 #include "methods/method.h"
+#include "methods/fused_classifier.h"
 #include "methods/next_token_loss.h"
 
 namespace ada {
@@ -20,15 +21,14 @@ class StandardMethod : public Method<Bk> {
     kv_.init(m.be, m.arena, b.B, b.T, m.cfg.layers, m.cfg.dim, kAnyDepth, training);
     x0_ = m.embed(b.inputs, &ids_);                         // (N, D)
     acts_ = m.forward_pass(PassPlan::dense(b.B, b.T, b.T), kv_, x0_);  // causal pass
-    ro_ = m.readout_forward(acts_.out(), N);                       // logits (N, V)
-    loss_.forward(m, ro_.logits, b.targets);
+    loss_.forward(m, acts_.out(), b.targets, training);            // z = W RMSNorm(h), CE (chunks of rows)
     n_ = N;
   }
 
   void backward(Model<Bk>& m, double loss_scale) override {
     const int D = m.cfg.dim;
     T* dx = m.zeros((size_t)n_ * D);
-    m.readout_backward(ro_, loss_.backward(m, loss_scale), dx);  // dlogits in place of the logits
+    loss_.backward(m, loss_scale, dx);
     m.backward_pass(acts_, kv_, dx);
     m.embed_backward(ids_, dx, n_);
   }
@@ -42,7 +42,7 @@ class StandardMethod : public Method<Bk> {
   }
 
   void probabilities(Model<Bk>& m, std::vector<double>& probs) override {
-    probabilities_to_host(m, ro_.logits, n_, probs);
+    loss_.probabilities(m, probs);
   }
   void per_token_argmax(Model<Bk>& m, std::vector<int>& argmax) override { loss_.argmax(m, argmax); }
 
@@ -53,8 +53,7 @@ class StandardMethod : public Method<Bk> {
   T* x0_ = nullptr;
   int* ids_ = nullptr;
   typename Model<Bk>::PassActs acts_;
-  typename Model<Bk>::ReadoutActs ro_;
-  NextTokenLoss<Bk> loss_;
+  FusedClassifier<Bk> loss_;
   int n_ = 0;
 };
 

@@ -19,7 +19,9 @@
 //   gu  = xn2 Wgu^T                       (N, 2F)   gate | up
 //   x_out = x_mid + SwiGLU(gu) Wd^T
 #pragma once
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -330,6 +332,26 @@ class Model {
   // The input scale of the token embeddings: cfg.embed_scale when set, else
   // the method's own (make_model asks Method::default_embed_scale).
   double embed_scale = 1;
+  // Rows per chunk of the fused classifier (methods/fused_classifier.h): the
+  // rows whose logits fill kClassifierChunkElems floats (128 MiB in fp32, 667
+  // rows at V = 50304), unless ADA_CLASSIFIER_CHUNK_ROWS sets it (the tests
+  // set 5, so every gradient check and CPU/GPU step comparison of the methods
+  // that use it runs through several chunks; tests/test_environment.cpp).
+  static constexpr size_t kClassifierChunkElems = size_t(1) << 25;
+  int classifier_chunk_rows = chunk_rows_from_env();
+  int classifier_rows() const {
+    if (classifier_chunk_rows > 0) return classifier_chunk_rows;
+    return (int)std::max<size_t>(1, kClassifierChunkElems / (size_t)cfg.vocab);
+  }
+  static int chunk_rows_from_env() {
+    const char* e = std::getenv("ADA_CLASSIFIER_CHUNK_ROWS");
+    if (!e || !*e) return 0;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    check(*end == 0 && v > 0 && v <= (1L << 30),
+          std::string("ADA_CLASSIFIER_CHUNK_ROWS must be a positive number of rows (got '") + e + "')");
+    return (int)v;
+  }
   ParamLayout layout;
   Arena<Bk> arena;  // activations of the current step; the trainer resets it
   DeviceArray<Bk, T> params, grads;
