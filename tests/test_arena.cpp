@@ -17,6 +17,7 @@
 #include "method_test_util.h"
 #include "methods/registry.h"
 #include "train/cpu_instances.h"
+#include "train/memory_budget.h"
 
 using namespace ada;
 
@@ -180,4 +181,31 @@ TEST(Arena, PassSavesOnlyWhatTheBackwardCannotRecompute) {
       << "a pass saved " << saved << " bytes; 6D + 2F + H + 2 floats per row and layer would be "
       << index_bytes + cfg.layers * per_layer;
   EXPECT_EQ(acts.layers.size(), (size_t)cfg.layers);
+}
+
+// The memory check that refuses a run before anything is allocated
+// (train/memory_budget.h) must never refuse one that fits: its activation
+// estimate is a lower bound of what a training step of every method really
+// holds at its peak, at the test model's vocabulary and at one where the
+// logits dominate, with the default classifier chunk (all rows here).
+TEST(Arena, MemoryEstimateIsALowerBoundOfEveryMethodsPeak) {
+  for (const int vocab : {23, 4096}) {
+    for (const std::string& name : method_names()) {
+      SCOPED_TRACE(name + ", V " + std::to_string(vocab));
+      CpuBackend<float> be;
+      auto method = make_method<CpuBackend<float>>(name, MethodOptions{});
+      ModelConfig cfg = preset_config("test");
+      cfg.vocab = vocab;
+      auto m = make_model(be, cfg, *method);
+      m->init_params(1);
+      m->classifier_chunk_rows = 0;  // the default chunk, which the estimate assumes, not the tests' 5 rows
+      const int B = 2, T = 16;
+      const Batch b = ada::test::random_batch(B, T, vocab, 3);
+      m->arena.reset();
+      method->forward(*m, b, true);
+      method->backward(*m, 1.0);
+      const double estimate = activation_bytes(cfg, (double)B * T, method->max_passes(), sizeof(float), true);
+      EXPECT_LE(estimate, (double)m->arena.step_peak()) << "the estimate would refuse a step that fits";
+    }
+  }
 }

@@ -6,10 +6,16 @@
 //   size, F SwiGLU hidden width, V vocabulary (rows of the embedding and head),
 //   L layers, N rows of one backbone pass (tokens actually computed).
 #pragma once
+#include <cstddef>
 #include <string>
 #include <vector>
 
 namespace ada {
+
+// The logits one chunk of the fused classifier computes at a time
+// (methods/fused_classifier.h, Model::classifier_rows): 2^25 values, 128 MiB
+// in fp32, 667 rows at V = 50304.
+inline constexpr size_t kClassifierChunkElems = size_t(1) << 25;
 
 // The largest sizes a model may have: what the flags accept and what a
 // checkpoint's metadata may claim (docs/reliability.md). They are far above

@@ -337,7 +337,6 @@ class Model {
   // rows at V = 50304), unless ADA_CLASSIFIER_CHUNK_ROWS sets it (the tests
   // set 5, so every gradient check and CPU/GPU step comparison of the methods
   // that use it runs through several chunks; tests/test_environment.cpp).
-  static constexpr size_t kClassifierChunkElems = size_t(1) << 25;
   int classifier_chunk_rows = chunk_rows_from_env();
   int classifier_rows() const {
     if (classifier_chunk_rows > 0) return classifier_chunk_rows;

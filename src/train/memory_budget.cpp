@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/common.h"
@@ -23,11 +24,16 @@ double model_bytes(const ModelConfig& c, double n_params, int real_bytes, bool t
 }
 
 double activation_bytes(const ModelConfig& c, double tokens, int passes, int real_bytes, bool training) {
-  // per layer and row: 2 norms, q|k|v, attention output, its projection, the
-  // residual (D each but qkv 3D: 8D), gate|up and SwiGLU (3F), softmax sums (H)
-  const double per_layer = 8.0 * c.dim + 3.0 * c.hidden + c.heads;
+  // per layer and row, what a training pass saves for the backward (Model::
+  // LayerActs; Arena.PassSavesOnlyWhatTheBackwardCannotRecompute pins it):
+  // x_in, q|k|v, the attention output and x_mid (6D), gate|up (2F), the
+  // softmax statistics (H) and the two norms' rstd (2)
+  const double per_layer = 6.0 * c.dim + 2.0 * c.hidden + c.heads + 2;
   const double layers = training ? c.layers : 1;
-  return tokens * (passes * layers * per_layer + c.vocab) * real_bytes;
+  // the logits: at least one chunk of the fused classifier (whose methods
+  // hold no more), kClassifierChunkElems values or all rows if fewer
+  const double logits = std::min(tokens * c.vocab, (double)kClassifierChunkElems);
+  return (tokens * passes * layers * per_layer + logits) * real_bytes;
 }
 
 double available_memory_bytes() {

@@ -23,13 +23,13 @@ inline double training_state_bytes(double n_params, int real_bytes) { return 4.0
 double model_bytes(const ModelConfig& c, double n_params, int real_bytes, bool training);
 
 // One step's activations for `tokens` tokens (batch x seq) that each run up to
-// `passes` passes: per token and pass the block's intermediate values (of
-// every layer when training, kept for the backward; of one layer at a time
-// otherwise), and per token one row of logits (every method reads at least
-// one; the classifier's backward overwrites them in place, so training holds
-// no second copy). A lower bound: multi-pass methods hold more logits, and the
-// arena's peak (the trainer's memory line) is the real figure
-// (docs/benchmarks.md, "Device memory of 70m at T = 1024").
+// `passes` passes: per token and pass what a block saves for the backward (of
+// every layer when training; of one layer at a time otherwise), and one chunk
+// of the fused classifier's logits (methods/fused_classifier.h: the methods
+// that use it hold no more; the others hold a row of logits per token and
+// pass). A lower bound, by design: the arena's peak (the trainer's memory
+// line) is the real figure (docs/benchmarks.md, "Device memory of 70m at
+// T = 1024"), and a bound above it would refuse runs that fit.
 double activation_bytes(const ModelConfig& c, double tokens, int passes, int real_bytes, bool training);
 
 // What this process may use: the machine's physical memory, or the address-
