@@ -16,7 +16,10 @@ mkdir -p "$OUT/logs"
 for item in "$@"; do
   spec=${item%@*}; seed=${item##*@}
   methods=$spec
-  case $spec in *init-from=@standard*) methods="standard,$spec" ;; esac
+  case $spec in
+    *init-from=@standard*) methods="standard,$spec" ;;
+    *policy-hist=auto*) methods="adaponder,$spec" ;;
+  esac
   label=$(echo "$spec" | tr ':=/' '___')
   ./study --steps 600 --threads 1 --save-every 200 --seeds "$seed" --methods "$methods" --out "$OUT" \
           > "$OUT/logs/${label}_s${seed}.log" 2>&1 || echo "FAILED $item" >> "$OUT/logs/failed.txt"
