@@ -135,6 +135,12 @@ void CudaBackend::matmul_forward(float* y, const float* x, const float* W, int N
   gemm(false, true, N, O, I, x, I, W, I, y, O, accumulate);  // y = x W^T
 }
 
+void CudaBackend::matmul_swiglu_forward(float* gu, float* act, const float* x, const float* W, int N, int D, int F) {
+  const size_t work_bytes = cuda::gemm_swiglu_work_bytes(gemm_, N, D, F);
+  void* work = work_bytes > 0 ? workspace(work_bytes) : nullptr;
+  cuda::gemm_swiglu(stream, gemm_, gu, act, x, W, N, D, F, work);
+}
+
 void CudaBackend::matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W, int N, int I,
                                   int O, bool accumulate_dx) {
   if (N == 0) return;

@@ -129,6 +129,9 @@ class CudaBackend {
   }
   // y (N, O) = x (N, I) W^T, W (O, I)
   void matmul_forward(float* y, const float* x, const float* W, int N, int I, int O, bool accumulate = false);
+  // gu (N, 2F) = x W^T and act (N, F) = SwiGLU(gu); with ADA_GEMM=bf16mma one
+  // kernel (the activation in the GEMM's epilogue, cuda::gemm_swiglu).
+  void matmul_swiglu_forward(float* gu, float* act, const float* x, const float* W, int N, int D, int F);
   // dx (N, I) = dy W (set or +=; skipped when dx is null);  dW (O, I) += dy^T x
   void matmul_backward(float* dx, float* dW, const float* dy, const float* x, const float* W, int N, int I, int O,
                        bool accumulate_dx = false);

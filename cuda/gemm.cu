@@ -330,21 +330,42 @@ size_t mma_copy_b_bytes(const GemmShape& m) {
   return align_up(static_cast<size_t>(m.trans_b ? m.N : m.K) * m.ldb * sizeof(__nv_bfloat16));
 }
 
-void gemm_bf16mma(cudaStream_t s, const GemmShape& g, const float* A, const float* B, float* C, bool accumulate,
-                  void* work, int splits) {
+// The bf16 copies of A and B in the workspace (mma_shape's layout), and what
+// is left of it after them.
+struct Bf16Copies {
+  GemmShape m;
+  __nv_bfloat16 *a16, *b16;
+  void* rest;
+};
+Bf16Copies bf16_copies(cudaStream_t s, const GemmShape& g, const float* A, const float* B, void* work) {
   check(work != nullptr, "gemm: bf16mma needs a workspace for the bf16 copies (gemm_work_bytes)");
-  const GemmShape m = mma_shape(g);
-  auto* a16 = static_cast<__nv_bfloat16*>(work);
-  auto* b16 = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(work) + mma_copy_a_bytes(m));
-  void* rest = static_cast<char*>(work) + mma_copy_a_bytes(m) + mma_copy_b_bytes(m);
+  Bf16Copies c;
+  c.m = mma_shape(g);
+  const GemmShape& m = c.m;
+  c.a16 = static_cast<__nv_bfloat16*>(work);
+  c.b16 = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(work) + mma_copy_a_bytes(m));
+  c.rest = static_cast<char*>(work) + mma_copy_a_bytes(m) + mma_copy_b_bytes(m);
   const int a_rows = g.trans_a ? g.K : g.M, a_cols = g.trans_a ? g.M : g.K;
   const int b_rows = g.trans_b ? g.N : g.K, b_cols = g.trans_b ? g.K : g.N;
   const int a_rows_pad = g.trans_a ? m.K : g.M, b_rows_pad = g.trans_b ? g.N : m.K;
   launch(to_bf16_padded_kernel, grid_stride_blocks(static_cast<size_t>(a_rows_pad) * m.lda, kThreads), kThreads, 0, s,
-         a16, m.lda, a_rows_pad, A, g.lda, a_rows, a_cols);
+         c.a16, m.lda, a_rows_pad, A, g.lda, a_rows, a_cols);
   launch(to_bf16_padded_kernel, grid_stride_blocks(static_cast<size_t>(b_rows_pad) * m.ldb, kThreads), kThreads, 0, s,
-         b16, m.ldb, b_rows_pad, B, g.ldb, b_rows, b_cols);
-  gemm_mma_pipelined(s, m, a16, b16, C, accumulate, rest, splits);
+         c.b16, m.ldb, b_rows_pad, B, g.ldb, b_rows, b_cols);
+  return c;
+}
+
+void gemm_bf16mma(cudaStream_t s, const GemmShape& g, const float* A, const float* B, float* C, bool accumulate,
+                  void* work, int splits) {
+  const Bf16Copies c = bf16_copies(s, g, A, B, work);
+  gemm_mma_pipelined(s, c.m, c.a16, c.b16, C, accumulate, c.rest, splits);
+}
+
+// The SwiGLU up-projection's product gu = x W^T as a GemmShape.
+GemmShape swiglu_shape(int N, int D, int F) {
+  GemmShape g;
+  g.trans_a = false, g.trans_b = true, g.M = N, g.N = 2 * F, g.K = D, g.lda = D, g.ldb = D, g.ldc = 2 * F;
+  return g;
 }
 
 // ==== dispatch ===============================================================
@@ -409,6 +430,28 @@ size_t gemm_work_bytes(GemmPrecision p, const GemmShape& g, int splits) {
   const GemmShape m = mma_shape(g);
   if (splits <= 0) splits = gemm_mma_pipelined_auto_splits(m);
   return mma_copy_a_bytes(m) + mma_copy_b_bytes(m) + gemm_mma_pipelined_work_bytes(m, splits);
+}
+
+size_t gemm_swiglu_work_bytes(GemmPrecision p, int N, int D, int F) {
+  const GemmShape g = swiglu_shape(N, D, F);
+  if (p == GemmPrecision::Bf16Mma && mma_eligible(g) && N > 0) {
+    const GemmShape m = mma_shape(g);
+    return mma_copy_a_bytes(m) + mma_copy_b_bytes(m);
+  }
+  return gemm_work_bytes(p, g, gemm_auto_splits(p, g));
+}
+
+void gemm_swiglu(cudaStream_t s, GemmPrecision p, float* gu, float* act, const float* x, const float* W, int N, int D,
+                 int F, void* work) {
+  if (N <= 0) return;
+  const GemmShape g = swiglu_shape(N, D, F);
+  if (p == GemmPrecision::Bf16Mma && mma_eligible(g)) {
+    const Bf16Copies c = bf16_copies(s, g, x, W, work);
+    gemm_mma_swiglu(s, c.a16, c.m.lda, c.b16, c.m.ldb, N, c.m.K, F, gu, act);
+    return;
+  }
+  gemm(s, p, g, x, W, gu, false, work, gemm_auto_splits(p, g));
+  swiglu_forward(s, act, gu, N, F);
 }
 
 void gemm(cudaStream_t s, GemmPrecision p, const GemmShape& g, const float* A, const float* B, float* C,

@@ -170,16 +170,27 @@ struct PipelinedParams {
   size_t split_stride;  // C of split z = C + z * split_stride
   int accumulate;
   int vec2;  // C's rows and base 8-byte aligned: float2 stores
+  // The SwiGLU epilogue only (gemm_mma_swiglu): C = gu (M, 2F), act (M, F).
+  float* act = nullptr;
+  int F = 0;
 };
+
+// The SwiGLU GEMM's B rows (gemm_mma_swiglu): the block's 128 staged rows
+// are 8 groups of 16, group q holding the 8 gate rows u0 + 8q .. u0 + 8q + 7
+// of W_gu and then the 8 up rows F + u0 + 8q .. of the same hidden units. So
+// staged row r is unit u0 + 8 (r >> 4) + (r & 7), its up half when r & 8.
+__device__ __forceinline__ int swiglu_unit(int u0, int r) { return u0 + 8 * (r >> 4) + (r & 7); }
 
 // Issues the cp.async copies of one K slice of an operand into a stage.
 // kKContig: the operand is stored with K contiguous (X[r * ld + k]), else with
 // its rows contiguous (X[k * ld + r]). Rows r0 .. r0 + 127 of `rows`, K from k0
-// (exclusive end kend). Out-of-range chunks are zero-filled from the (valid,
-// aligned) base address.
-template <bool kKContig>
+// (exclusive end kend); kSwiRows (K contiguous only): the rows of
+// swiglu_unit(r0, r) with rows = F. Out-of-range chunks are zero-filled from
+// the (valid, aligned) base address.
+template <bool kKContig, bool kSwiRows = false>
 __device__ __forceinline__ void load_slice(__nv_bfloat16* stage, const __nv_bfloat16* X, int ld, int rows, int r0,
                                            int k0, int kend) {
+  static_assert(!kSwiRows || kKContig, "the SwiGLU row map is for B^T (weights stored (2F, K))");
   const int tid = static_cast<int>(threadIdx.x);
   ADA_UNROLL
   for (int i = 0; i < kPChunksPerThread; ++i) {
@@ -190,8 +201,14 @@ __device__ __forceinline__ void load_slice(__nv_bfloat16* stage, const __nv_bflo
     } else {
       k = e / 16, r = 8 * (e % 16), dst = rcontig_offset(k, e % 16);
     }
-    const int gr = r0 + r, gk = k0 + k;
-    const bool valid = gr < rows && gk < kend;
+    int gr = r0 + r;
+    bool row_ok = gr < rows;
+    if (kSwiRows) {
+      const int u = swiglu_unit(r0, r);
+      gr = (r & 8) ? rows + u : u, row_ok = u < rows;
+    }
+    const int gk = k0 + k;
+    const bool valid = row_ok && gk < kend;
     const __nv_bfloat16* src = X;
     if (valid) src += kKContig ? static_cast<size_t>(gr) * ld + gk : static_cast<size_t>(gk) * ld + gr;
     ada::cuda::cp_async_16_zfill(stage + dst, src, valid);
@@ -254,14 +271,37 @@ __device__ __forceinline__ void store_pair(const PipelinedParams& p, float* C, i
   }
 }
 
+// The SwiGLU epilogue: gate a and up u of hidden units j, j + 1 of row m
+// (j even) -> gu[m][j], gu[m][F + j] (what the backward keeps) and
+// act[m][j] = silu(a) u, the formula and rounding of swiglu_forward_kernel.
+__device__ __forceinline__ float swiglu_value(float a, float u) { return a * (1.0f / (1.0f + expf(-a))) * u; }
+__device__ __forceinline__ void store_swiglu(const PipelinedParams& p, int m, int j, float a0, float a1, float u0,
+                                             float u1) {
+  if (m >= p.M || j >= p.F) return;
+  float* gu = p.C + static_cast<size_t>(m) * 2 * p.F + j;
+  float* act = p.act + static_cast<size_t>(m) * p.F + j;
+  if (p.vec2) {  // F even: j + 1 < F, and every pair 8-byte aligned
+    *reinterpret_cast<float2*>(gu) = make_float2(a0, a1);
+    *reinterpret_cast<float2*>(gu + p.F) = make_float2(u0, u1);
+    *reinterpret_cast<float2*>(act) = make_float2(swiglu_value(a0, u0), swiglu_value(a1, u1));
+  } else {
+    gu[0] = a0, gu[p.F] = u0, act[0] = swiglu_value(a0, u0);
+    if (j + 1 < p.F) gu[1] = a1, gu[p.F + 1] = u1, act[1] = swiglu_value(a1, u1);
+  }
+}
+
 // ptxas -v for sm_90 (CUDA 13.0 nvcc -O3, as the Makefile builds cuda/*.cu): registers
-// 128 (A B), 122 (A B^T), 120 (A^T B), 128 (A^T B^T); 0 bytes of stack and
-// spills; 49152 bytes of shared memory; 1 barrier. __launch_bounds__(256, 2)
+// 128 (A B), 122 (A B^T), 120 (A^T B), 128 (A^T B^T), 126 (A B^T with the
+// SwiGLU epilogue); 0 bytes of stack and spills; 49152 bytes of shared memory; 1 barrier. __launch_bounds__(256, 2)
 // is what holds them at 128 (64 accumulators + 24 fragment registers +
 // addresses): two blocks per SM. Recheck after any change with
 // `make ptxas-gemm-mma` (prints these figures, fails on a spill or > 128).
-template <bool kTransA, bool kTransB>
+// kSwiGLU: gemm_mma_swiglu (A B^T only): B's rows staged by swiglu_unit, so
+// a warp's mma tiles 2q and 2q + 1 hold the gate and the up halves of the
+// same 8 hidden units and each thread finishes SwiGLU from its own registers.
+template <bool kTransA, bool kTransB, bool kSwiGLU = false>
 __global__ void __launch_bounds__(kPThreads, 2) gemm_mma_pipelined_kernel(PipelinedParams p) {
+  static_assert(!kSwiGLU || (!kTransA && kTransB), "the SwiGLU epilogue follows y = x W^T");
   // A plain has K contiguous; B has K contiguous when transposed (B^T rows).
   constexpr bool kAK = !kTransA, kBK = kTransB;
   __shared__ __align__(128) __nv_bfloat16 As[kPStages][kPTileElems];
@@ -278,7 +318,10 @@ __global__ void __launch_bounds__(kPThreads, 2) gemm_mma_pipelined_kernel(Pipeli
   auto issue = [&](int s) {  // copies of slice s into stage s % kPStages
     const int k0 = kb + s * kPBK, st = s % kPStages;
     load_slice<kAK>(As[st], p.A, p.lda, p.M, m0, k0, ke);
-    load_slice<kBK>(Bs[st], p.B, p.ldb, p.N, n0, k0, ke);
+    if (kSwiGLU)
+      load_slice<kBK, kSwiGLU>(Bs[st], p.B, p.ldb, p.F, n0 / 2, k0, ke);  // units n0 / 2 .. n0 / 2 + 63
+    else
+      load_slice<kBK>(Bs[st], p.B, p.ldb, p.N, n0, k0, ke);
   };
 
   float acc[kPFragM][kPFragN][4];
@@ -319,6 +362,19 @@ __global__ void __launch_bounds__(kPThreads, 2) gemm_mma_pipelined_kernel(Pipeli
 
   // Epilogue: c[r] = C[g + 8 (r >> 1)][2t + (r & 1)] of each mma tile.
   const int g = lane / 4, t = lane % 4;
+  if (kSwiGLU) {  // tile 2q: gate, 2q + 1: up, of units n0 / 2 + wn0 / 2 + 8 q + 2t (+ 1)
+    ADA_UNROLL
+    for (int i = 0; i < kPFragM; ++i)
+      ADA_UNROLL
+      for (int q = 0; q < kPFragN / 2; ++q) {
+        const int m = m0 + wm0 + 16 * i + g, j = (n0 + wn0) / 2 + 8 * q + 2 * t;
+        const float* a = acc[i][2 * q];
+        const float* u = acc[i][2 * q + 1];
+        store_swiglu(p, m, j, a[0], a[1], u[0], u[1]);
+        store_swiglu(p, m + 8, j, a[2], a[3], u[2], u[3]);
+      }
+    return;
+  }
   ADA_UNROLL
   for (int i = 0; i < kPFragM; ++i)
     ADA_UNROLL
@@ -419,6 +475,25 @@ void gemm_mma_pipelined(cudaStream_t s, const GemmShape& g, const __nv_bfloat16*
     ada::launch(splitk_sum_kernel, grid_stride_blocks(mn, 256), 256, 0, s, C, g.ldc, static_cast<const float*>(work),
                 g.M, g.N, splits, accumulate ? 1 : 0);
   }
+}
+
+void gemm_mma_swiglu(cudaStream_t s, const __nv_bfloat16* X, int ldx, const __nv_bfloat16* W, int ldw, int M, int K,
+                     int F, float* gu, float* act) {
+  const std::string name = "gemm_mma_swiglu: ";
+  const std::string got = "(got " + std::to_string(M) + " x 2*" + std::to_string(F) + " x " + std::to_string(K) +
+                          ", ldx " + std::to_string(ldx) + ", ldw " + std::to_string(ldw) + ")";
+  check(K > 0 && K % 8 == 0, name + "K must be a positive multiple of 8 " + got);
+  check(ldx % 8 == 0 && ldw % 8 == 0 && aligned16(X) && aligned16(W) && ldx >= K && ldw >= K,
+        name + "ldx and ldw must be multiples of 8, at least K, and X, W 16-byte aligned " + got);
+  check(F > 0 && M >= 0, name + "F must be positive and M not negative " + got);
+  if (M == 0) return;
+  check(blocks_for(M, kPBM) <= 65535, name + "M needs more than 65535 block rows (grid.y) " + got);
+  PipelinedParams p{X, W, gu, M, 2 * F, K, ldx, ldw, 2 * F, 0, 0, 0, 0};
+  p.k_per_split = static_cast<int>(blocks_for(K, kPBK)) * kPBK;  // one split: the epilogue is not linear
+  p.act = act, p.F = F;
+  p.vec2 = (F % 2 == 0 && reinterpret_cast<uintptr_t>(gu) % 8 == 0 && reinterpret_cast<uintptr_t>(act) % 8 == 0);
+  const dim3 grid(blocks_for(F, kPBN / 2), blocks_for(M, kPBM), 1);
+  ada::launch(gemm_mma_pipelined_kernel<false, true, true>, grid, kPThreads, 0, s, p);
 }
 
 void convert_f32_to_bf16(cudaStream_t s, __nv_bfloat16* y, const float* x, size_t n) {

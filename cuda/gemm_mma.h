@@ -7,6 +7,8 @@
 //   gemm_mma_pipelined  the real one: 128 x 128 block tiles of 8 warps, a
 //                       3-stage cp.async pipeline, swizzled shared memory,
 //                       every transposition case, split-K, fused accumulate.
+//   gemm_mma_swiglu     the pipelined kernel with the MLP's SwiGLU in its
+//                       epilogue (one pass writes gu and the activation).
 #pragma once
 #include <cstddef>
 
@@ -39,6 +41,19 @@ int gemm_mma_pipelined_auto_splits(const GemmShape& g);
 size_t gemm_mma_pipelined_work_bytes(const GemmShape& g, int splits);
 void gemm_mma_pipelined(cudaStream_t s, const GemmShape& g, const __nv_bfloat16* A, const __nv_bfloat16* B,
                         float* C, bool accumulate, void* work = nullptr, int splits = 1);
+
+// The SwiGLU up-projection with its activation in the epilogue, for
+// y = SwiGLU(x W_gu^T) of the model's MLP (ops/swiglu.h): X (M, K) row-major
+// bf16 (leading dimension ldx), W (2F, K) bf16 (ldw), the F gate rows then the
+// F up rows. Writes gu (M, 2F) fp32 = X W^T exactly as gemm_mma_pipelined
+// computes it (the same tiles, slices and sums: bit-identical), and act (M, F)
+// = silu(gu[:, :F]) gu[:, F:] as swiglu_forward computes it from that gu. A
+// block's 128 output columns are the gate and up halves of 64 hidden units,
+// interleaved by 8 (so each thread holds both halves of its units). No
+// split-K. K, ldx, ldw multiples of 8, X and W 16-byte aligned (ada::Error
+// otherwise); M and F free.
+void gemm_mma_swiglu(cudaStream_t s, const __nv_bfloat16* X, int ldx, const __nv_bfloat16* W, int ldw, int M, int K,
+                     int F, float* gu, float* act);
 
 // y[i] = x[i] rounded to bf16 (round to nearest even), i < n: operands for
 // the above from fp32 tensors.

@@ -76,6 +76,15 @@ size_t gemm_work_bytes(GemmPrecision p, const GemmShape& g, int splits);
 void gemm(cudaStream_t s, GemmPrecision p, const GemmShape& g, const float* A, const float* B, float* C,
           bool accumulate, void* work, int splits = 0);
 
+// The MLP's up-projection and activation, y = SwiGLU(x W^T): gu (N, 2F) =
+// x (N, D) W^T with W (2F, D), and act (N, F) = silu(gu[:, :F]) gu[:, F:]
+// (swiglu_forward). Bf16Mma: one kernel, gemm_mma_swiglu (the activation in
+// the GEMM's epilogue, gu bit-identical to gemm()'s); other precisions:
+// gemm() then swiglu_forward. `work` holds gemm_swiglu_work_bytes.
+size_t gemm_swiglu_work_bytes(GemmPrecision p, int N, int D, int F);
+void gemm_swiglu(cudaStream_t s, GemmPrecision p, float* gu, float* act, const float* x, const float* W, int N, int D,
+                 int F, void* work);
+
 // ---- attention.cu --------------------------------------------------------
 // Flash-style attention with the mask of ops/attention_mask.h (shapes in
 // src/ops/attention.h). Backward: dq set; dK, dV accumulate.

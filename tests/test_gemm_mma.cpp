@@ -2,7 +2,8 @@
 // double reference on the same bf16 inputs: every transposition case of
 // GemmShape, shapes off the 128 x 128 x 32 tile grid, padded leading
 // dimensions, the fused accumulate, split-K, the 70m config's shapes, and the
-// shapes it refuses. Under the host runner (make test) the launches are
+// shapes it refuses; gemm_mma_swiglu (the SwiGLU epilogue) against
+// gemm_mma_pipelined followed by swiglu_forward. Under the host runner (make test) the launches are
 // race-checked (docs/hostrun.md): each checked block runs twice in different
 // thread orders and must leave the same device memory, and cp.async
 // destinations read before their wait are poison (NaN); `make test_gpu` runs
@@ -205,6 +206,67 @@ TEST(GemmMmaPipelined, RefusesShapesItCannotCopy) {
   expect_error(run(ta), "with trans_a, M must be a multiple of 8");
   expect_error(run(nb), "without trans_b, N must be a multiple of 8");
   expect_error(run(shape(false, true, 16, 16, 64), nullptr, 2), "split-K needs a workspace");
+}
+
+// gemm_mma_swiglu against the two kernels it fuses: gu must be bit-identical
+// to gemm_mma_pipelined's x W^T (same tiles, slices and sums; no split) and
+// act to swiglu_forward of that gu, on shapes off the tile grid (M not a
+// multiple of 128, F not of 64, odd F: scalar stores, K not of 32) and at the
+// 70m config's shape. Compared as bits: any fragment or unit mapped to the
+// wrong column shows as a different value, not a rounding.
+void check_swiglu(int M, int K, int F, uint32_t seed) {
+  SCOPED_TRACE("M " + std::to_string(M) + " K " + std::to_string(K) + " F " + std::to_string(F));
+  const std::vector<uint16_t> X = random_bf16(size_t(M) * K, seed), W = random_bf16(size_t(2 * F) * K, seed + 1);
+  DeviceArray<uint16_t> dX(X), dW(W);
+  const std::vector<float> poison(size_t(M) * 2 * F, 12345.0f);
+  DeviceArray<float> gu(poison), act(std::vector<float>(size_t(M) * F, 12345.0f)), gu_ref(poison),
+      act_ref(size_t(M) * F);
+  ada::cuda::gemm_mma_swiglu(nullptr, as_bf16(dX), K, as_bf16(dW), K, M, K, F, gu.get(), act.get());
+  ada::cuda::gemm_mma_pipelined(nullptr, shape(false, true, M, 2 * F, K), as_bf16(dX), as_bf16(dW), gu_ref.get(),
+                                false, nullptr, 1);
+  ada::cuda::swiglu_forward(nullptr, act_ref.get(), gu_ref.get(), M, F);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> g = gu.download(), gr = gu_ref.download(), a = act.download(), ar = act_ref.download();
+  int bad = 0;
+  for (size_t i = 0; i < g.size(); ++i)
+    if (std::memcmp(&g[i], &gr[i], sizeof(float)) != 0 && bad++ < 5)
+      ADD_FAILURE() << "gu[" << i / (2 * F) << "][" << i % (2 * F) << "] = " << g[i] << ", gemm gives " << gr[i];
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &ar[i], sizeof(float)) != 0 && bad++ < 5)
+      ADD_FAILURE() << "act[" << i / F << "][" << i % F << "] = " << a[i] << ", swiglu_forward gives " << ar[i];
+  EXPECT_EQ(bad, 0);
+  // And the product itself against the exact sum, so the comparison above is
+  // not between two equally wrong kernels (element 0 and the last one).
+  for (const size_t i : {size_t(0), g.size() - 1}) {
+    const int m = int(i / (2 * F)), n = int(i % (2 * F));
+    double want = 0, mag = 0;
+    for (int k = 0; k < K; ++k) {
+      const double p = double(from_bf16(X[size_t(m) * K + k])) * from_bf16(W[size_t(n) * K + k]);
+      want += p, mag += std::fabs(p);
+    }
+    EXPECT_NEAR(g[i], want, 2.0 * K * std::ldexp(1.0, -24) * mag + 1e-30) << "gu[" << m << "][" << n << "]";
+  }
+}
+
+TEST(GemmMmaSwiglu, BitIdenticalToGemmThenSwiglu) {
+  RaceChecked rc;
+  check_swiglu(130, 40, 70, 400);  // two block rows and columns, both partial
+  check_swiglu(17, 24, 37, 401);   // odd F: no float2 stores, the last unit alone
+  check_swiglu(1, 8, 3, 402);      // one row, one chunk of K
+  check_swiglu(24, 512, 1408, 403);  // 70m: D 512, F 1408 (22 blocks of 64 units)
+}
+
+TEST(GemmMmaSwiglu, RefusesShapesItCannotCopy) {
+  DeviceArray<uint16_t> d(4096);
+  DeviceArray<float> c(4096), a(4096);
+  const __nv_bfloat16* p = as_bf16(d);
+  auto run = [&](int ldx, int K, int F, const __nv_bfloat16* x) {
+    return [&, ldx, K, F, x] { ada::cuda::gemm_mma_swiglu(nullptr, x, ldx, p, K, 4, K, F, c.get(), a.get()); };
+  };
+  expect_error(run(12, 12, 8, p), "K must be a positive multiple of 8 (got 4 x 2*8 x 12");
+  expect_error(run(12, 8, 8, p), "ldx and ldw must be multiples of 8");
+  expect_error(run(8, 8, 8, p + 4), "16-byte aligned");
+  expect_error(run(8, 8, 0, p), "F must be positive");
 }
 
 TEST(GemmMmaPipelined, ConvertRoundsToNearestEven) {

@@ -84,6 +84,12 @@ class CpuBackend {
   void matmul_forward(T* y, const T* x, const T* W, int N, int I, int O, bool accumulate = false) {
     ada::matmul_forward(y, x, W, N, I, O, accumulate);
   }
+  // The MLP's up-projection and activation: gu (N, 2F) = x (N, D) W^T, act (N, F) = SwiGLU(gu).
+  // Two ops here; one fused kernel on the GPU (cuda/gemm_mma.cu, gemm_mma_swiglu).
+  void matmul_swiglu_forward(T* gu, T* act, const T* x, const T* W, int N, int D, int F) {
+    ada::matmul_forward(gu, x, W, N, D, 2 * F, false);
+    ada::swiglu_forward(act, gu, N, F);
+  }
   void matmul_backward(T* dx, T* dW, const T* dy, const T* x, const T* W, int N, int I, int O,
                        bool accumulate_dx = false) {
     ada::matmul_backward(dx, dW, dy, x, W, N, I, O, accumulate_dx);

@@ -216,8 +216,7 @@ class Model {
       be.copy(s.x_mid, x, (size_t)N * D);
       be.matmul_forward(s.x_mid, s.att, W.wo, N, D, D, /*accumulate=*/true);  // x + att Wo^T
       be.rmsnorm_forward(xn, s.rstd2, s.x_mid, W.mlp_norm, N, D, cfg.norm_eps);  // xn2
-      be.matmul_forward(s.gu, xn, W.wgu, N, D, 2 * F);
-      be.swiglu_forward(act, s.gu, N, F);
+      be.matmul_swiglu_forward(s.gu, act, xn, W.wgu, N, D, F);  // gu = xn2 Wgu^T, act = SwiGLU(gu)
       be.copy(s.x_out, s.x_mid, (size_t)N * D);
       be.matmul_forward(s.x_out, act, W.wd, N, F, D, /*accumulate=*/true);  // x_mid + act Wd^T
       a.layers.push_back(s);
