@@ -66,6 +66,10 @@ struct Variant {
   // The parameter scale of the tensor-core attention comparison (which runs
   // on a one-head model: compare_step); 0: bf16_scale.
   double attn_mma_scale = 0;
+  // Model::recompute_logits (--recompute-logits): the pondering passes
+  // recompute their logits chunk by chunk in the backward (the tests' chunks
+  // are 5 rows: tests/test_environment.cpp, so the 14 rows make 3 chunks).
+  bool recompute_logits = false;
 };
 
 // Every registered method with small pass counts, plus AdaPonderLM with a
@@ -118,6 +122,12 @@ std::vector<Variant> variants() {
   ada::MethodOptions cyb_warm = mo;  // CYB in its warm-up (step 60 of 100 < 100): the anytime loss
   cyb_warm.cyb.warmup = 100;
   v.push_back(variant("cyb_warmup", "cyb", cyb_warm));
+  v.push_back(variant("ponder_recompute_logits", "ponder", mo));
+  v.back().recompute_logits = true;
+  ada::MethodOptions pruned_rc = mo;  // pruning (as adaponder_pruning) with the logits recomputed
+  pruned_rc.ada.tau = 0.5;
+  v.push_back(variant("adaponder_pruning_recompute_logits", "adaponder", pruned_rc));
+  v.back().recompute_logits = true;
   return v;
 }
 
@@ -147,10 +157,11 @@ struct StepResult {
 // gate biases kept near their init so AdaPonderLM's gates start open.
 template <class Bk>
 StepResult run_step(Bk& be, const std::string& name, const ada::MethodOptions& opts, double scale,
-                    const ada::ModelConfig& cfg) {
+                    const ada::ModelConfig& cfg, bool recompute_logits) {
   using T = typename Bk::Real;
   auto method = ada::make_method<Bk>(name, opts);
   auto model = ada::make_model(be, cfg, *method);
+  model->recompute_logits = recompute_logits;
   std::vector<double> host(model->num_params());
   ada::Rng r(4);
   for (auto& p : model->layout.tensors())
@@ -212,8 +223,8 @@ void compare_step(const Variant& v, GemmPrecision p, const Tolerances& tol,
   const double scale = attn == ada::cuda::AttnKernel::Mma && v.attn_mma_scale > 0 ? v.attn_mma_scale
                        : bf16                                                     ? v.bf16_scale
                                                                                   : v.scale;
-  const StepResult want = run_step(cpu, v.method, opts, scale, cfg);
-  const StepResult got = run_step(gpu, v.method, opts, scale, cfg);
+  const StepResult want = run_step(cpu, v.method, opts, scale, cfg, v.recompute_logits);
+  const StepResult got = run_step(gpu, v.method, opts, scale, cfg, v.recompute_logits);
   const bool verbose = std::getenv("ADA_VERBOSE") != nullptr;
   const std::string tag = v.label + " (" + ada::cuda::gemm_precision_name(p) +
                           (attn == ada::cuda::AttnKernel::Mma ? ", attention mma" : "") + ")";
@@ -295,6 +306,7 @@ TEST_P(CudaStep, HostWaitsPerStep) {
   Gpu be(GemmPrecision::Fp32);
   auto method = ada::make_method<Gpu>(v.method, v.opts);
   auto model = ada::make_model(be, ada::preset_config("test"), *method);
+  model->recompute_logits = v.recompute_logits;
   model->init_params(1);
   method->set_step(60, 100);
   const Batch b = random_batch(2, 7, model->cfg.vocab, 5);
@@ -331,7 +343,9 @@ TEST_P(CudaStep, HostWaitsPerStep) {
   // Every other variant decides nothing from the GPU's values (the matched policy draws its exits on the host,
   // the fixed-depth TaH2 runs every token through every depth).
   long long want_in = 0;
-  if (v.label == "adaponder" || v.label == "adaponder_pruning" || v.label == "adaponder_masked") want_in = 2;
+  if (v.label == "adaponder" || v.label == "adaponder_pruning" || v.label == "adaponder_masked" ||
+      v.label == "adaponder_pruning_recompute_logits")
+    want_in = 2;
   if (v.label == "latent_cot") want_in = 3;
   if (v.label == "tah") want_in = 5;
   EXPECT_EQ(in_pass, want_in) << v.label << ": host waits during forward and backward";

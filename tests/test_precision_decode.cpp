@@ -339,11 +339,13 @@ TEST(Decode, CachedDecodingMatchesFullForward) {
 // before its backward: asked after, they are refused with an error
 // (Model::logits_consumed) instead of reading gradients as probabilities, and
 // the next forward lifts it. A method on the fused classifier
-// (fused_classifier.h: standard, looped, ponder, pause, ponderlm2) never holds
-// its logits; it recomputes them from the normalised state, so after the
-// backward it gives the same probabilities and argmax as before it.
+// (fused_classifier.h: standard, looped, ponder, pause, ponderlm2) or the
+// pondering readout (pondering_readout.h: ponder's pondering passes and
+// adaponder) recomputes its probabilities from the normalised state and keeps
+// its argmax, so after the backward it gives the same probabilities and
+// argmax as before it.
 TEST(Readout, ProbabilitiesAfterBackwardAreRefusedOrUnchangedForEveryMethod) {
-  const std::set<std::string> fused = {"standard", "looped", "ponder", "pause", "ponderlm2"};
+  const std::set<std::string> fused = {"standard", "looped", "ponder", "pause", "ponderlm2", "adaponder"};
   for (const MethodVariant& var : method_variants()) {
     SCOPED_TRACE(var.label);
     CpuBackend<double> be;

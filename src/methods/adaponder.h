@@ -42,6 +42,7 @@
 #include "core/hd_math.h"
 #include "methods/method.h"
 #include "methods/next_token_loss.h"
+#include "methods/pondering_readout.h"
 #include "methods/soft_embedding.h"
 
 namespace ada {
@@ -168,7 +169,6 @@ class AdaPonderMethod : public Method<Bk> {
  public:
   using T = typename Bk::Real;
   using PassActs = typename Model<Bk>::PassActs;
-  using ReadoutActs = typename Model<Bk>::ReadoutActs;
 
   explicit AdaPonderMethod(const AdaPonderOptions& o) : o_(o) {
     check(o.K >= 1, "--ponder-steps must be >= 1 (got " + std::to_string(o.K) + ")");
@@ -259,7 +259,7 @@ class AdaPonderMethod : public Method<Bk> {
       T* x = m.alloc((size_t)n * D);
       m.be.gather_rows(x, D, e, D, P.d_rows, n, D);
       P.acts = m.forward_pass(plan, P.kv, x);
-      P.ro = m.readout_forward(P.acts.out(), n);
+      P.ro.norm(m, P.acts.out(), n, training);  // h^i = RMSNorm(...): what the gate reads
 
       std::vector<char> stop(n, 0);  // running rows whose last pass is this one
       if (i < K) {
@@ -277,15 +277,6 @@ class AdaPonderMethod : public Method<Bk> {
           }
           m.be.to_device(P.coef, coef.data(), n);
         }
-        T* phi = P.se.forward(m, P.ro.logits, n, c);  // sqrt(D) p E
-        P.upd = m.alloc((size_t)n * D);
-        m.be.scale_rows(P.upd, phi, P.coef, n, D);   // m s sqrt(D) p E
-        P.phi = phi;
-        T* next = m.alloc((size_t)N_ * D);
-        m.be.copy(next, e, (size_t)N_ * D);
-        m.be.scatter_add_rows(next, D, P.upd, D, P.d_rows, n, D);  // e^{i+1} = e^i + update
-        m.flops.other += 2 * op_cost::elementwise((double)n * D);  // the scale by coef, the add
-        e = next;
       } else {
         for (int r = 0; r < n; r++) stop[r] = P.running[r];
       }
@@ -299,43 +290,47 @@ class AdaPonderMethod : public Method<Bk> {
           running[t] = 0;
         }
       P.d_targets = upload(m, tg);
-      P.lse = m.alloc(n);
-      P.logp = m.alloc(n);
-      m.be.logsoftmax_target_forward(P.lse, P.logp, P.ro.logits, P.d_targets, n, m.cfg.vocab, m.cfg.vocab);
-      m.flops.other += op_cost::log_softmax_target(n, m.cfg.vocab);
       P.targets = std::move(tg);
+      // z^i = W h^i: log q(y) of the rows that end here and, before the last
+      // pass, phi = sqrt(D) p^i E (pondering_readout.h, chunks of rows)
+      P.ro.logits(m, P.d_targets, i < K ? c : T(0));
+      if (i < K) {
+        P.upd = m.alloc((size_t)n * D);
+        m.be.scale_rows(P.upd, P.ro.phi, P.coef, n, D);  // m s sqrt(D) p E
+        T* next = m.alloc((size_t)N_ * D);
+        m.be.copy(next, e, (size_t)N_ * D);
+        m.be.scatter_add_rows(next, D, P.upd, D, P.d_rows, n, D);  // e^{i+1} = e^i + update
+        m.flops.other += 2 * op_cost::elementwise((double)n * D);  // the scale by coef, the add
+        e = next;
+      }
     }
     select_bottom_k(this->batch_comm(training));
   }
 
   // ---------------------------------------------------------------------
   void backward(Model<Bk>& m, double loss_scale) override {
-    const int D = m.cfg.dim, V = m.cfg.vocab, K = o_.K;
+    const int D = m.cfg.dim, K = o_.K;
     const bool gates = o_.policy == "gates";
     T* de = m.zeros((size_t)N_ * D);  // dL/de^{i}, walked down from i = K+1
     for (int i = K; i >= 0; i--) {
       Pass& P = passes_[i];
       const int n = (int)P.rows.size();
-      auto scratch = m.scratch();  // this pass's temporaries (dz_se (n, V) above all), one pass at a time
-      T* dhn = nullptr;
-      T* dz_se = nullptr;
+      auto scratch = m.scratch();  // this pass's temporaries, one pass at a time
+      T* dhn = nullptr;   // dL/dh^i through the gate
+      T* dphi = nullptr;  // dL/dphi = m s dL/de^{i+1}
       if (i < K) {
         T* dupd = m.alloc((size_t)n * D);
         m.be.gather_rows(dupd, D, de, D, P.d_rows, n, D);  // dL/d(update) = dL/de^{i+1} rows
         if (gates) dhn = gate_backward(m, i, P, dupd, loss_scale);
-        T* dphi = m.alloc((size_t)n * D);
+        dphi = m.alloc((size_t)n * D);
         m.be.scale_rows(dphi, dupd, P.coef, n, D);
-        dz_se = P.se.backward(m, dphi);  // reads the logits (p is recomputed from them)
       }
-      // CE of the rows that end in this pass, dL/dlogp = -scale / (supervised tokens): dz is
-      // written over the logits (the classifier's backward in place, next_token_loss.h)
+      // CE of the rows that end in this pass, dL/dlogp = -scale / (supervised tokens), and the
+      // soft embedding's gradient, through the logits into h^i (pondering_readout.h)
       T* g = m.alloc(n);
       m.be.fill(g, T(supervised_ ? -loss_scale / supervised_ : 0.0), n);
-      T* dz = P.ro.logits;
-      m.be.logsoftmax_target_backward(dz, P.ro.logits, P.lse, P.d_targets, g, nullptr, n, V, V);
-      if (dz_se) m.be.axpy(dz, T(1), dz_se, (size_t)n * V);
       T* dx = m.zeros((size_t)n * D);
-      m.readout_backward(P.ro, dz, dx, dhn);
+      P.ro.backward(m, g, dphi, dhn, dx);
       m.backward_pass(P.acts, P.kv, dx);
       if (i > 0) kv_copy_slots_backward(m.be, m.arena, passes_[i - 1].kv, P.kv, P.reused);
       m.be.scatter_add_rows(de, D, dx, D, P.d_rows, n, D);  // de is now dL/de^{i}
@@ -348,7 +343,7 @@ class AdaPonderMethod : public Method<Bk> {
     StepStats s;
     // every pass's sum of log q(y), read with one wait
     std::vector<typename Bk::SumOf> parts;
-    for (auto& P : passes_) parts.push_back({P.logp, P.rows.size()});
+    for (auto& P : passes_) parts.push_back({P.ro.logp, P.rows.size()});
     std::vector<double> part(parts.size());
     m.be.sums(parts, part.data());
     double logp = 0;
@@ -376,7 +371,7 @@ class AdaPonderMethod : public Method<Bk> {
     passes.assign(N_, 0);
     for (auto& P : passes_) {
       std::vector<double> lp(P.rows.size());
-      m.be.to_host(lp.data(), P.logp, lp.size());
+      m.be.to_host(lp.data(), P.ro.logp, lp.size());
       for (size_t r = 0; r < P.rows.size(); r++)
         if (P.targets[r] >= 0) nll[P.rows[r]] = -lp[r];
     }
@@ -389,7 +384,7 @@ class AdaPonderMethod : public Method<Bk> {
     for (int i = 0; i <= o_.K; i++) {
       Pass& P = passes_[i];
       std::vector<double> p;
-      probabilities_to_host(m, P.ro.logits, (int)P.rows.size(), p);
+      P.ro.probabilities(m, p);
       for (size_t r = 0; r < P.rows.size(); r++)
         if (last_pass_[P.rows[r]] == i + 1)
           std::copy(p.begin() + r * V, p.begin() + (r + 1) * V, probs.begin() + (size_t)P.rows[r] * V);
@@ -401,7 +396,7 @@ class AdaPonderMethod : public Method<Bk> {
     for (int i = 0; i <= o_.K; i++) {
       Pass& P = passes_[i];
       std::vector<int> a;
-      argmax_to_host(m, P.ro.logits, (int)P.rows.size(), a);
+      P.ro.argmax(m, a);
       for (size_t r = 0; r < P.rows.size(); r++)
         if (last_pass_[P.rows[r]] == i + 1) argmax[P.rows[r]] = a[r];
     }
@@ -451,11 +446,10 @@ class AdaPonderMethod : public Method<Bk> {
     std::vector<int> selected;  // rows whose gate is in the bottom-k set S_k
     KvStore<Bk> kv;
     PassActs acts;
-    ReadoutActs ro;
+    PonderingReadout<Bk> ro;    // h^i, z^i's log q(y), argmax and soft embedding phi
     GateActs gate;
-    T *s = nullptr, *coef = nullptr, *phi = nullptr, *upd = nullptr, *lse = nullptr, *logp = nullptr;
+    T *s = nullptr, *coef = nullptr, *upd = nullptr;
     std::vector<double> s_host;
-    SoftEmbedding<Bk> se;
   };
 
   int gate_hidden(const ModelConfig& c) const { return o_.gate_hidden > 0 ? o_.gate_hidden : std::max(1, c.dim / 4); }
@@ -475,7 +469,7 @@ class AdaPonderMethod : public Method<Bk> {
   T* gate_backward(Model<Bk>& m, int i, Pass& P, const T* dupd, double scale) {
     const int n = (int)P.rows.size(), D = m.cfg.dim, Dg = gate_hidden(m.cfg);
     T* dot = m.alloc(n);
-    m.be.row_dot(dot, dupd, P.phi, n, D);  // <dL/de^{i+1}, sqrt(D) p E>
+    m.be.row_dot(dot, dupd, P.ro.phi, n, D);  // <dL/de^{i+1}, sqrt(D) p E>
     std::vector<double> dp(n, 0.0);
     // n_selected_ counts the selected gates of every rank; the trainer averages
     // the ranks' gradients, so this rank's part of a mean over the global

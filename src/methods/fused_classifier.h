@@ -2,8 +2,10 @@
 // and (when training) its gradient, one chunk of rows at a time, so that a
 // step never holds the (n, V) logits. The loss of standard, looped, pause,
 // PonderLM-2 and PonderLM's last pass: the methods whose objective is exactly
-// the cross-entropy of one readout. (The others keep their (n, V) logits:
-// the soft embedding, gates, DK output and decider read them after the loss.)
+// the cross-entropy of one readout. (The pondering passes of PonderLM and
+// AdaPonderLM use pondering_readout.h, whose soft embedding needs a gradient
+// known only in the backward; CYB, latent CoT and TaH keep their (n, V)
+// logits: the DK output, router and decider read them after the loss.)
 //
 //   hn = RMSNorm(x) * w_final                     (n, D)   kept
 //   for each chunk c of C rows:

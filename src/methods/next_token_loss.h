@@ -1,6 +1,5 @@
 // The classifier helpers of the methods that keep their (n, V) logits
-// (adaponder, cyb, latent_cot, tah, PonderLM's pondering passes, and every
-// decoder): the argmax and the softmax of logits rows, copied to the host.
+// (cyb, latent_cot, tah, and every decoder): the argmax and the softmax of logits rows, copied to the host.
 // The methods whose objective is exactly one readout's cross-entropy use the
 // fused classifier instead (fused_classifier.h), which never holds them.
 // The per-pass losses of the others write dlogits over the logits in their

@@ -337,6 +337,10 @@ class Model {
   // set 5, so every gradient check and CPU/GPU step comparison of the methods
   // that use it runs through several chunks; tests/test_environment.cpp).
   int classifier_chunk_rows = chunk_rows_from_env();
+  // --recompute-logits: the pondering passes (PonderingReadout) keep no
+  // (n, V) logits between forward and backward but recompute them chunk by
+  // chunk, one head GEMM more per pass (methods/pondering_readout.h).
+  bool recompute_logits = false;
   int classifier_rows() const {
     if (classifier_chunk_rows > 0) return classifier_chunk_rows;
     return (int)std::max<size_t>(1, kClassifierChunkElems / (size_t)cfg.vocab);

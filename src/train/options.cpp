@@ -60,6 +60,10 @@ void add_train_flags(Flags& f, TrainOptions& o) {
   f.add("--eval-batches", &o.eval_batches, "validation batches per evaluation", 1, kMaxBatch);
   f.add("--log-every", &o.log_every, "print a progress line every N steps", 1, kMaxSteps);
   f.add("--out", &o.out, "output directory (metrics.jsonl, checkpoints); default runs/<method>-<config>");
+  f.add("--recompute-logits", &o.recompute_logits,
+        "1: the pondering passes of ponder and adaponder keep no (n, V) logits for the backward but recompute them chunk by chunk "
+        "(less device memory, one head GEMM more per pass; the same arithmetic)",
+        0, 1);
   f.add("--threads", &o.threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)", 0, kMaxThreads);
   f.section("checkpoints");
   f.add("--save-every", &o.save_every, "keep a checkpoint <out>/ckpt_<step> every N steps (0 = only at the end)", 0,
@@ -163,6 +167,7 @@ std::vector<std::pair<std::string, std::string>> option_values(const TrainOption
       {"seed", std::to_string(o.seed)},
       {"eval-every", std::to_string(o.eval_every)}, {"eval-batches", std::to_string(o.eval_batches)},
       {"log-every", std::to_string(o.log_every)}, {"out", o.out}, {"threads", std::to_string(o.threads)},
+      {"recompute-logits", std::to_string(o.recompute_logits)},
       {"save-every", std::to_string(o.save_every)}, {"resume", o.resume}, {"init-from", o.init_from},
   };
   // The method options, through the flags that declare them, so a new one is

@@ -50,7 +50,7 @@ StudyRecordKey study_record_key(const std::string& spec, const TrainOptions& o) 
   StudyRecordKey k;
   k.spec = spec, k.seed = o.seed;
   for (auto& kv : option_values(o)) {
-    static const char* const kSkip[] = {"out", "resume", "init-from", "threads", "log-every", "eval-every", "save-every"};
+    static const char* const kSkip[] = {"out", "resume", "init-from", "threads", "recompute-logits", "log-every", "eval-every", "save-every"};
     bool skip = false;
     for (const char* s : kSkip) skip = skip || kv.first == s;
     if (!skip) k.options.push_back(kv);

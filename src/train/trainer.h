@@ -75,6 +75,7 @@ class Trainer {
     method_->set_run_seed((uint64_t)o_.seed);
     method_->set_communicator(&comm_);
     model_ = make_model(be_, cfg_, *method_);
+    model_->recompute_logits = o_.recompute_logits != 0;
     model_->init_params((uint64_t)o_.seed);
     m_ = DeviceArray<Bk, T>(be_, model_->num_params());
     v_ = DeviceArray<Bk, T>(be_, model_->num_params());
