@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "methods/method.h"
+#include "methods/next_token_loss.h"
 
 namespace ada {
 
@@ -140,17 +141,7 @@ struct FusedClassifier {
   // softmax(z) of every row (host, n x V), the logits recomputed chunk by
   // chunk from hn (still there after the backward, unlike the logits).
   void probabilities(Model<Bk>& m, std::vector<double>& out) const {
-    out.resize((size_t)n * V);
-    const int C = m.classifier_rows();
-    auto s = m.scratch();
-    T* z = m.alloc((size_t)std::min(C, std::max(n, 1)) * V);
-    T* p = m.alloc((size_t)std::min(C, std::max(n, 1)) * V);
-    for (int r0 = 0; r0 < n; r0 += C) {
-      const int c = std::min(C, n - r0);
-      m.be.matmul_forward(z, hn + (size_t)r0 * D, m.w.head, c, D, V);
-      m.be.softmax_forward(p, z, c, V);
-      m.be.to_host(out.data() + (size_t)r0 * V, p, (size_t)c * V);
-    }
+    head_probabilities_to_host(m, hn, n, m.classifier_rows(), out);
   }
 };
 

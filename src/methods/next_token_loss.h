@@ -1,5 +1,7 @@
 // The classifier helpers of the methods that keep their (n, V) logits
-// (cyb, latent_cot, tah, and every decoder): the argmax and the softmax of logits rows, copied to the host.
+// (cyb, latent_cot, tah, and every decoder): the argmax and the softmax of
+// logits rows, copied to the host; and the softmax of rows whose logits were
+// not kept (the fused classifier, the pondering readout), recomputed from hn.
 // The methods whose objective is exactly one readout's cross-entropy use the
 // fused classifier instead (fused_classifier.h), which never holds them.
 // The per-pass losses of the others write dlogits over the logits in their
@@ -8,6 +10,7 @@
 // argmax_to_host and probabilities_to_host refuse then
 // (Model::logits_consumed).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -39,6 +42,26 @@ void probabilities_to_host(Model<Bk>& m, const typename Bk::Real* logits, int n,
   m.be.softmax_forward(p, logits, n, V);
   out.resize((size_t)n * V);
   m.be.to_host(out.data(), p, (size_t)n * V);
+}
+
+// softmax(hn W_head^T) of n rows copied to the host as doubles, the logits
+// recomputed chunk by chunk, rows [0, C), [C, 2C), ...: the chunks a row-chunked
+// readout computed in its forward, so the same values bit for bit. Works after
+// the backward too (hn is kept; the logits, if any, are gradients by then).
+template <class Bk>
+void head_probabilities_to_host(Model<Bk>& m, const typename Bk::Real* hn, int n, int C, std::vector<double>& out) {
+  const int D = m.cfg.dim, V = m.cfg.vocab;
+  out.resize((size_t)n * V);
+  const int rows = std::min(C, std::max(n, 1));
+  auto s = m.scratch();
+  auto* z = m.alloc((size_t)rows * V);
+  auto* p = m.alloc((size_t)rows * V);
+  for (int r0 = 0; r0 < n; r0 += C) {
+    const int c = std::min(C, n - r0);
+    m.be.matmul_forward(z, hn + (size_t)r0 * D, m.w.head, c, D, V);
+    m.be.softmax_forward(p, z, c, V);
+    m.be.to_host(out.data() + (size_t)r0 * V, p, (size_t)c * V);
+  }
 }
 
 }  // namespace ada

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "methods/method.h"
+#include "methods/next_token_loss.h"
 
 namespace ada {
 
@@ -111,6 +112,8 @@ struct PonderingReadout {
     check(training_, "PonderingReadout::backward needs a training forward");
     check(!consumed, "PonderingReadout::backward: this forward's backward already ran");
     check(!dphi || phi, "PonderingReadout::backward: dphi given for a pass that does not ponder");
+    const bool ce = y && g;
+    check(ce || dphi, "PonderingReadout::backward: no gradient given (neither dL/dlogp for targets nor dphi)");
     consumed = true;
     auto tmp = m.scratch();
     T* dhn = m.alloc((size_t)n * D);
@@ -118,7 +121,6 @@ struct PonderingReadout {
     T* p = dphi ? m.alloc((size_t)C * V) : nullptr;
     T* dp = dphi ? m.alloc((size_t)C * V) : nullptr;
     T* gs = dphi ? m.alloc((size_t)C * D) : nullptr;
-    const bool ce = y && g;
     for (int r0 = 0; r0 < n; r0 += C) {
       const int c = std::min(C, n - r0);
       T* zc = keep ? z + (size_t)r0 * V : zc_buf;
@@ -132,9 +134,6 @@ struct PonderingReadout {
         m.be.matmul_nn_backward(dp, m.g.embed, gs, p, m.w.embed, c, V, D);          // dp = s dphi E^T, dE += s p^T dphi
         m.be.softmax_backward(dp, p, dp, c, V);                                     // p (dp - <p, dp>), in place
         if (ce) m.be.axpy(dz, T(1), dp, (size_t)c * V);
-      } else if (!ce) {
-        m.be.fill(zc, T(0), (size_t)c * V);  // no gradient reaches the logits
-        dz = zc;
       }
       m.be.matmul_backward(dhn + (size_t)r0 * D, m.g.head, dz, hn + (size_t)r0 * D, m.w.head, c, D, V);  // dhn_c = dz W; dW += dz^T hn_c
     }
@@ -145,18 +144,7 @@ struct PonderingReadout {
   // softmax(z) of every row to the host (n x V doubles), the logits
   // recomputed from hn (which the backward leaves as it found it), chunk by
   // chunk as the forward computed them, so bit for bit the same.
-  void probabilities(Model<Bk>& m, std::vector<double>& out) const {
-    out.resize((size_t)n * V);
-    auto tmp = m.scratch();
-    T* zc = m.alloc((size_t)C * V);
-    T* p = m.alloc((size_t)C * V);
-    for (int r0 = 0; r0 < n; r0 += C) {
-      const int c = std::min(C, n - r0);
-      m.be.matmul_forward(zc, hn + (size_t)r0 * D, m.w.head, c, D, V);
-      m.be.softmax_forward(p, zc, c, V);
-      m.be.to_host(out.data() + (size_t)r0 * V, p, (size_t)c * V);
-    }
-  }
+  void probabilities(Model<Bk>& m, std::vector<double>& out) const { head_probabilities_to_host(m, hn, n, C, out); }
 
   // The argmax of every row (host, n), kept from the forward.
   void argmax(Model<Bk>& m, std::vector<int>& out) const {
