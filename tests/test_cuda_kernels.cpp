@@ -580,6 +580,7 @@ TEST(CudaKernels, TopKValues) {
     Vec t = randn(6 * 301, 99);
     for (auto& v : t) v = std::round(v);  // few distinct values: ties everywhere
     check_topk("V=301 K=100 (integers)", t, 6, 301, 100);
+    check_topk("V=301 K=1 (integers: the first of tied maxima)", t, 6, 301, 1);
   }
 }
 

@@ -228,6 +228,21 @@ TEST(Ops, TopKValuesSortedTiesByLowerIndex) {
   topk_values_forward(v.data(), idx.data(), x.data(), 1, V, K);
   EXPECT_EQ(idx, (std::vector<int>{1, 3, 6, 4, 0, 2}));  // three 0.3 in column order, then 0.2, 0.1, the first 0
   EXPECT_EQ(v, (Vec{0.3, 0.3, 0.3, 0.2, 0.1, 0.0}));
+  topk_values_forward(v.data(), idx.data(), x.data(), 1, V, 1);  // K = 1, the argmax scan: the first of the three 0.3
+  EXPECT_EQ(idx[0], 1);
+  EXPECT_EQ(v[0], 0.3);
+  // the scan against the sort's first place, on rows with many ties
+  const int N = 40, W = 97;
+  Vec r = random_vec(N * W, 13);
+  for (double& e : r) e = std::round(3 * e);
+  Vec v1(N), v2(N * 2);
+  std::vector<int> i1(N), i2(N * 2);
+  topk_values_forward(v1.data(), i1.data(), r.data(), N, W, 1);
+  topk_values_forward(v2.data(), i2.data(), r.data(), N, W, 2);
+  for (int n = 0; n < N; n++) {
+    EXPECT_EQ(i1[n], i2[2 * n]) << "row " << n;
+    EXPECT_EQ(v1[n], v2[2 * n]) << "row " << n;
+  }
 }
 
 TEST(GradCheckOps, SwiGLU) {

@@ -23,6 +23,13 @@ void topk_values_forward(T* vals, int* idx, const T* x, int N, int V, int K) {
   ADA_PARALLEL_FOR((long long)N * V)
   for (int n = 0; n < N; n++) {
     const T* xn = x + (size_t)n * V;
+    if (K == 1) {  // the argmax (every readout's): one scan, the first of equal maxima
+      int best = 0;
+      for (int v = 1; v < V; v++)
+        if (xn[v] > xn[best]) best = v;
+      idx[n] = best, vals[n] = xn[best];
+      continue;
+    }
     std::vector<int> order(V);
     std::iota(order.begin(), order.end(), 0);
     // "a before b": larger value, or the same value and the lower column
