@@ -6,6 +6,7 @@
 #include "gradcheck.h"
 #include "method_test_util.h"
 #include "method_variants.h"
+#include "methods/next_token_loss.h"
 #include "methods/registry.h"
 
 #include <algorithm>
@@ -334,18 +335,14 @@ TEST(Decode, CachedDecodingMatchesFullForward) {
   }
 }
 
-// A method that keeps its (n, V) logits writes dlogits over them in its
-// backward (next_token_loss.h), so its probabilities and argmax must be asked
-// before its backward: asked after, they are refused with an error
-// (Model::logits_consumed) instead of reading gradients as probabilities, and
-// the next forward lifts it. A method on the fused classifier
-// (fused_classifier.h: standard, looped, ponder, pause, ponderlm2) or the
-// pondering readout (pondering_readout.h: ponder's pondering passes and
-// adaponder) recomputes its probabilities from the normalised state and keeps
-// its argmax, so after the backward it gives the same probabilities and
-// argmax as before it.
-TEST(Readout, ProbabilitiesAfterBackwardAreRefusedOrUnchangedForEveryMethod) {
-  const std::set<std::string> fused = {"standard", "looped", "ponder", "pause", "ponderlm2", "adaponder"};
+// Every method's training readout recomputes its probabilities from the
+// normalised state and keeps its argmax: the fused classifier
+// (fused_classifier.h: standard, looped, ponder's last pass, pause, ponderlm2)
+// and the chunked readout (chunked_readout.h: ponder's pondering passes,
+// adaponder, cyb, latent_cot, tah). So after the backward a method gives the
+// same probabilities and argmax as before it, and an evaluation forward after
+// that the same probabilities as the first one.
+TEST(Readout, ProbabilitiesAfterBackwardAreUnchangedForEveryMethod) {
   for (const MethodVariant& var : method_variants()) {
     SCOPED_TRACE(var.label);
     CpuBackend<double> be;
@@ -365,22 +362,46 @@ TEST(Readout, ProbabilitiesAfterBackwardAreRefusedOrUnchangedForEveryMethod) {
     method->probabilities(*m, pt);
     m->zero_grads();
     method->backward(*m, 1.0);
-    if (fused.count(var.method)) {
-      method->probabilities(*m, pt2);
-      method->per_token_argmax(*m, a2);
-      EXPECT_EQ(pt2, pt);
-      EXPECT_EQ(a2, a);
-    } else {
-      EXPECT_TRUE(m->logits_consumed);
-      EXPECT_THROW(method->probabilities(*m, p2), Error);
-      EXPECT_THROW(method->per_token_argmax(*m, a), Error);
-    }
+    method->probabilities(*m, pt2);
+    method->per_token_argmax(*m, a2);
+    EXPECT_EQ(pt2, pt);
+    EXPECT_EQ(a2, a);
+    EXPECT_FALSE(m->logits_consumed);  // no method's backward wrote dlogits over logits it kept
     m->arena.reset();
     method->forward(*m, b, false);
     EXPECT_FALSE(m->logits_consumed);
     method->probabilities(*m, p2);
     EXPECT_EQ(p2, p);  // the same evaluation forward again: the same probabilities
   }
+}
+
+// The unfused readout (Model::readout_forward, what the decoders use) can
+// still be differentiated in place, dlogits over the logits, as a method
+// that kept its (n, V) logits would: then its probabilities and argmax are
+// refused with an error (Model::logits_consumed) instead of reading gradients
+// as probabilities, and the next readout forward lifts the refusal.
+TEST(Readout, LogitsTurnedIntoDlogitsAreRefusedUntilTheNextForward) {
+  CpuBackend<double> be;
+  auto method = make_method<CpuBackend<double>>("standard", MethodOptions{});
+  auto m = make_model(be, preset_config("test"), *method);
+  m->init_params(5);
+  const int n = 3, D = m->cfg.dim, V = m->cfg.vocab;
+  std::vector<double> x((size_t)n * D), dx((size_t)n * D, 0.0), p, p2;
+  std::vector<int> a;
+  for (size_t i = 0; i < x.size(); i++) x[i] = std::sin(0.7 * i + 0.1);
+  m->arena.reset();
+  auto ro = m->readout_forward(x.data(), n);
+  probabilities_to_host(*m, ro.logits, n, p);
+  EXPECT_EQ(p.size(), (size_t)n * V);
+  m->zero_grads();
+  m->readout_backward(ro, ro.logits, dx.data());  // the logits are dlogits now
+  EXPECT_TRUE(m->logits_consumed);
+  EXPECT_THROW(probabilities_to_host(*m, ro.logits, n, p2), Error);
+  EXPECT_THROW(argmax_to_host(*m, ro.logits, n, a), Error);
+  auto ro2 = m->readout_forward(x.data(), n);
+  EXPECT_FALSE(m->logits_consumed);
+  probabilities_to_host(*m, ro2.logits, n, p2);
+  EXPECT_EQ(p2, p);
 }
 
 // Think before you speak with own positions: another computation than the

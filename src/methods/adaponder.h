@@ -42,7 +42,7 @@
 #include "core/hd_math.h"
 #include "methods/method.h"
 #include "methods/next_token_loss.h"
-#include "methods/pondering_readout.h"
+#include "methods/chunked_readout.h"
 #include "methods/soft_embedding.h"
 
 namespace ada {
@@ -292,7 +292,7 @@ class AdaPonderMethod : public Method<Bk> {
       P.d_targets = upload(m, tg);
       P.targets = std::move(tg);
       // z^i = W h^i: log q(y) of the rows that end here and, before the last
-      // pass, phi = sqrt(D) p^i E (pondering_readout.h, chunks of rows)
+      // pass, phi = sqrt(D) p^i E (chunked_readout.h, chunks of rows)
       P.ro.logits(m, P.d_targets, i < K ? c : T(0));
       if (i < K) {
         P.upd = m.alloc((size_t)n * D);
@@ -326,11 +326,13 @@ class AdaPonderMethod : public Method<Bk> {
         m.be.scale_rows(dphi, dupd, P.coef, n, D);
       }
       // CE of the rows that end in this pass, dL/dlogp = -scale / (supervised tokens), and the
-      // soft embedding's gradient, through the logits into h^i (pondering_readout.h)
+      // soft embedding's gradient, through the logits into h^i (chunked_readout.h)
       T* g = m.alloc(n);
       m.be.fill(g, T(supervised_ ? -loss_scale / supervised_ : 0.0), n);
       T* dx = m.zeros((size_t)n * D);
-      P.ro.backward(m, g, dphi, dhn, dx);
+      typename ChunkedReadout<Bk>::Grad gr;
+      gr.logp = g, gr.phi = dphi, gr.hn = dhn;
+      P.ro.backward(m, gr, dx);
       m.backward_pass(P.acts, P.kv, dx);
       if (i > 0) kv_copy_slots_backward(m.be, m.arena, passes_[i - 1].kv, P.kv, P.reused);
       m.be.scatter_add_rows(de, D, dx, D, P.d_rows, n, D);  // de is now dL/de^{i}
@@ -446,7 +448,7 @@ class AdaPonderMethod : public Method<Bk> {
     std::vector<int> selected;  // rows whose gate is in the bottom-k set S_k
     KvStore<Bk> kv;
     PassActs acts;
-    PonderingReadout<Bk> ro;    // h^i, z^i's log q(y), argmax and soft embedding phi
+    ChunkedReadout<Bk> ro;      // h^i, z^i's log q(y), argmax and soft embedding phi
     GateActs gate;
     T *s = nullptr, *coef = nullptr, *upd = nullptr;
     std::vector<double> s_host;

@@ -17,6 +17,8 @@
 //   Q_{W+1} = 0,  Q_i = a_i + d_i Q_{i+1}                    (A = Q_1)
 //   dA/dd_i = D_{i-1} (Q_{i+1} - Omega_{>i} gamma_i r_i),    dA/dr_i = Pr(S=i) gamma_i
 //   into logits: d depends on o_DK (+) and on LSE(o_V) (-): d(1-d) each; r on the softmax.
+// The V logits are formed, read (LSE, log r, argmax) and differentiated one
+// chunk of rows at a time (chunked_readout.h).
 // Inference: at each step the model answers if d <= 1/2 (greedy) or at step W,
 // emitting softmax(o_V) of that step; `ce` reports that prediction's loss.
 //
@@ -37,8 +39,8 @@
 #include <cmath>
 
 #include "core/hd_math.h"
+#include "methods/chunked_readout.h"
 #include "methods/method.h"
-#include "methods/next_token_loss.h"
 
 namespace ada {
 
@@ -218,14 +220,16 @@ class CybMethod : public Method<Bk> {
     if (o_.visibility == "own")
       for (int r = 0; r < rows_; r++) kv_.depth[r] = (r % W_ == 0) ? -1 : (r % S) / W_;
     acts_ = m.forward_pass(PassPlan::dense(b.B, S, S), kv_, x);
-    ro_ = m.readout_forward(acts_.out(), rows_);
+    // o_V = head(hn), LSE(o_V), log r = o_V[y] - LSE and the argmax, in row chunks (chunked_readout.h)
+    ro_ = ChunkedReadout<Bk>();
+    ro_.forward(m, acts_.out(), rows_, d_tg_, T(0), training);
+    lse_ = ro_.lse, logp_ = ro_.logp;
     dk_ = m.alloc(rows_);  // o_DK = b_DK + w_DK . hn   (rows)
     m.be.embedding_forward(dk_, d_zero_, m.param("cyb.dk_head.bias"), rows_, 1, T(1));
     m.be.matmul_forward(dk_, ro_.hn, m.param("cyb.dk_head.weight"), rows_, D, 1, true);
     m.flops.fwd += 2.0 * rows_ * D;
-    lse_ = m.alloc(rows_), logp_ = m.alloc(rows_), xdk_ = m.alloc(rows_);
-    m.be.logsoftmax_target_forward(lse_, logp_, ro_.logits, d_tg_, rows_, V, V);
-    m.flops.other += op_cost::log_softmax_target(rows_, V) + op_cost::elementwise(rows_);  // and o_DK - LSE
+    xdk_ = m.alloc(rows_);
+    m.flops.other += op_cost::elementwise(rows_);  // o_DK - LSE
     m.be.copy(xdk_, dk_, rows_);
     m.be.axpy(xdk_, T(-1), lse_, rows_);  // x = o_DK - LSE(o_V): d = sigmoid(x)
 
@@ -244,7 +248,7 @@ class CybMethod : public Method<Bk> {
   }
 
   void backward(Model<Bk>& m, double loss_scale) override {
-    const int D = m.cfg.dim, V = m.cfg.vocab;
+    const int D = m.cfg.dim;
     if (loss_scale != 1.0) {
       m.be.scale(g_logp_, T(loss_scale), rows_);
       m.be.scale(g_lse_, T(loss_scale), rows_);
@@ -253,12 +257,13 @@ class CybMethod : public Method<Bk> {
     T* dx = m.zeros((size_t)rows_ * D);
     {
       auto scratch = m.scratch();  // dhn: dead after the readout's backward
-      T* dz = ro_.logits;          // dlogits in place of the logits (next_token_loss.h)
-      m.be.logsoftmax_target_backward(dz, ro_.logits, lse_, d_tg_, g_logp_, g_lse_, rows_, V, V);
       T* dhn = m.alloc((size_t)rows_ * D);  // from the DK logit o_DK = w_DK . hn
       m.be.matmul_backward(dhn, m.grad("cyb.dk_head.weight"), g_dk_, ro_.hn, m.param("cyb.dk_head.weight"), rows_, D, 1);
       m.be.embedding_backward(m.grad("cyb.dk_head.bias"), d_zero_, g_dk_, rows_, 1, T(1));  // db_DK = sum_rows dl/do_DK
-      m.readout_backward(ro_, dz, dx, dhn);
+      // the V logits: dz = dl/dlog r (onehot(y) - p) + dl/dLSE p, chunk by chunk (chunked_readout.h)
+      typename ChunkedReadout<Bk>::Grad gr;
+      gr.logp = g_logp_, gr.lse = g_lse_, gr.hn = dhn;
+      ro_.backward(m, gr, dx);
     }
     m.backward_pass(acts_, kv_, dx);
     T* g = m.alloc((size_t)rows_ * D);
@@ -352,7 +357,7 @@ class CybMethod : public Method<Bk> {
     const int V = m.cfg.vocab;
     std::vector<double> sp(n_), all;
     m.be.to_host(sp.data(), steps_, n_);
-    probabilities_to_host(m, ro_.logits, rows_, all);
+    ro_.probabilities(m, all);
     probs.resize((size_t)n_ * V);
     for (int t = 0; t < n_; t++) {
       const size_t r = (size_t)t * W_ + (size_t)sp[t] - 1;
@@ -364,7 +369,7 @@ class CybMethod : public Method<Bk> {
     std::vector<double> sp(n_);
     std::vector<int> all;
     m.be.to_host(sp.data(), steps_, n_);
-    argmax_to_host(m, ro_.logits, rows_, all);
+    ro_.argmax(m, all);
     argmax.resize(n_);
     for (int t = 0; t < n_; t++) argmax[t] = all[(size_t)t * W_ + (size_t)sp[t] - 1];
   }
@@ -391,7 +396,7 @@ class CybMethod : public Method<Bk> {
   int *ids_ = nullptr, *d_real_ = nullptr, *d_pause_ = nullptr, *d_tg_ = nullptr, *d_sup_ = nullptr, *d_zero_ = nullptr;
   KvStore<Bk> kv_;
   typename Model<Bk>::PassActs acts_;
-  typename Model<Bk>::ReadoutActs ro_;
+  ChunkedReadout<Bk> ro_;  // hn, o_V's LSE and log r, the argmax (the logits, unless recomputed)
   T *dk_ = nullptr, *lse_ = nullptr, *logp_ = nullptr, *xdk_ = nullptr, *loss_ = nullptr, *greedy_ = nullptr,
     *steps_ = nullptr, *g_logp_ = nullptr, *g_lse_ = nullptr, *g_dk_ = nullptr;
 };

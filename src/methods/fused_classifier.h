@@ -2,10 +2,11 @@
 // and (when training) its gradient, one chunk of rows at a time, so that a
 // step never holds the (n, V) logits. The loss of standard, looped, pause,
 // PonderLM-2 and PonderLM's last pass: the methods whose objective is exactly
-// the cross-entropy of one readout. (The pondering passes of PonderLM and
-// AdaPonderLM use pondering_readout.h, whose soft embedding needs a gradient
-// known only in the backward; CYB, latent CoT and TaH keep their (n, V)
-// logits: the DK output, router and decider read them after the loss.)
+// the cross-entropy of one readout. (The passes whose loss is known only
+// after the forward use chunked_readout.h instead: PonderLM's pondering
+// passes and AdaPonderLM, whose soft embedding needs a gradient known only in
+// the backward; CYB, whose DK probability reads LSE(o_V); latent CoT and
+// TaH, whose mixtures weigh each step's log p[y] by gates formed later.)
 //
 //   hn = RMSNorm(x) * w_final                     (n, D)   kept
 //   for each chunk c of C rows:

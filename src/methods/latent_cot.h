@@ -30,6 +30,7 @@
 #include <numeric>
 
 #include "core/hd_math.h"
+#include "methods/chunked_readout.h"
 #include "methods/halting_chain.h"
 #include "methods/method.h"
 #include "methods/next_token_loss.h"
@@ -166,14 +167,12 @@ class LatentCotMethod : public Method<Bk> {
       plan.finish();
       s.d_rows = upload(m, s.rows);
       s.acts = m.forward_pass(plan, kv_, z);
-      s.ro = m.readout_forward(s.acts.out(), n);
       std::vector<int> tg(n);
       for (int r = 0; r < n; r++) tg[r] = b.targets[live[r]], kstar_[live[r]] = k;
       s.d_targets = upload(m, tg);
-      s.lse = m.alloc(n), s.logp = m.alloc(n);
-      m.be.logsoftmax_target_forward(s.lse, s.logp, s.ro.logits, s.d_targets, n, V, V);
-      m.flops.other += op_cost::log_softmax_target(n, V);
-      m.be.scatter_rows(logp_all_ + (size_t)k * N_, 1, s.logp, 1, s.d_rows, n, 1);
+      s.ro.want_argmax = false;  // h^k, log p^k[y], in row chunks (chunked_readout.h)
+      s.ro.forward(m, s.acts.out(), n, s.d_targets, T(0), training);
+      m.be.scatter_rows(logp_all_ + (size_t)k * N_, 1, s.ro.logp, 1, s.d_rows, n, 1);
       if (k == K) break;
       s.router = router(m, s.ro.hn, n);
       m.be.scatter_rows(g_all_ + (size_t)k * N_, 1, s.router.g, 1, s.d_rows, n, 1);
@@ -216,7 +215,7 @@ class LatentCotMethod : public Method<Bk> {
   }
 
   void backward(Model<Bk>& m, double loss_scale) override {
-    const int D = m.cfg.dim, V = m.cfg.vocab, Dr = router_hidden(m.cfg);
+    const int D = m.cfg.dim, Dr = router_hidden(m.cfg);
     T* dz_next = nullptr;  // dL/dz^{k+1} for the rows that ran step k+1 (n_next, D)
     for (int k = (int)steps_.size() - 1; k >= 0; k--) {
       Step& s = steps_[k];
@@ -227,8 +226,6 @@ class LatentCotMethod : public Method<Bk> {
       T* glp = m.alloc(n);
       m.be.gather_rows(glp, 1, g_logp_all_ + (size_t)k * N_, 1, s.d_rows, n, 1);
       if (loss_scale != 1.0) m.be.scale(glp, T(loss_scale), n);
-      T* dlogits = s.ro.logits;  // in place of the logits (next_token_loss.h)
-      m.be.logsoftmax_target_backward(dlogits, s.ro.logits, s.lse, s.d_targets, glp, nullptr, n, V, V);
       T* dhn = m.zeros((size_t)n * D);
       if (s.router.g) {  // router: dlogit = dL/dg g (1 - g)
         T* gg = m.alloc(n);
@@ -247,7 +244,9 @@ class LatentCotMethod : public Method<Bk> {
       }
       if (dz_next && s.n_next > 0)  // z^{k+1} = h^k: the next step's input gradient lands on these rows' hn
         m.be.scatter_add_rows(dhn, D, dz_next, D, s.d_keep, s.n_next, D);
-      m.readout_backward(s.ro, dlogits, dx, dhn);
+      typename ChunkedReadout<Bk>::Grad gr;  // the mixture's dL/dlog p^k[y], the router's and z^{k+1}'s dL/dh^k
+      gr.logp = glp, gr.hn = dhn;
+      s.ro.backward(m, gr, dx);
       m.backward_pass(s.acts, kv_, dx);  // dx: dL/dz^k of these rows
       dz_next = dx;
     }
@@ -298,7 +297,7 @@ class LatentCotMethod : public Method<Bk> {
       const Step& s = steps_[k];
       if (s.rows.empty()) continue;
       std::vector<double> p;
-      probabilities_to_host(m, s.ro.logits, (int)s.rows.size(), p);
+      s.ro.probabilities(m, p);
       for (size_t r = 0; r < s.rows.size(); r++) {
         const int t = s.rows[r];
         const double gk = g[(size_t)k * N_ + t];
@@ -346,9 +345,8 @@ class LatentCotMethod : public Method<Bk> {
     int* d_keep = nullptr;  // rows of this step whose token runs step k+1
     int n_next = 0;
     typename Model<Bk>::PassActs acts;
-    typename Model<Bk>::ReadoutActs ro;
+    ChunkedReadout<Bk> ro;  // h^k and log p^k[y] (the logits, unless recomputed)
     RouterActs router;
-    T *lse = nullptr, *logp = nullptr;
   };
   int* upload(Model<Bk>& m, const std::vector<int>& v) {
     int* d = m.arena.template alloc<int>(std::max<size_t>(v.size(), 1));

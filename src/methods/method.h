@@ -128,10 +128,11 @@ class Method {
   void set_communicator(Communicator* c) { comm_ = c; }
 
   virtual void forward(Model<Bk>& m, const Batch& batch, bool training) = 0;
-  // The backward writes dlogits over the forward's logits (the classifier's
-  // backward in place, next_token_loss.h): probabilities() and
-  // per_token_argmax() read the logits, so ask them before the backward;
-  // stats() and per_token() read what the forward reduced and work after it.
+  // The backward leaves what the forward kept for the read-outs: every
+  // method's training readout (fused_classifier.h, chunked_readout.h)
+  // recomputes its probabilities from the normalised state and keeps its
+  // argmax, so probabilities(), per_token_argmax(), stats() and per_token()
+  // work before and after it alike (Readout.* tests).
   virtual void backward(Model<Bk>& m, double loss_scale) = 0;
   virtual StepStats stats(Model<Bk>& m) = 0;
 

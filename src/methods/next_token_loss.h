@@ -1,14 +1,15 @@
-// The classifier helpers of the methods that keep their (n, V) logits
-// (cyb, latent_cot, tah, and every decoder): the argmax and the softmax of
-// logits rows, copied to the host; and the softmax of rows whose logits were
-// not kept (the fused classifier, the pondering readout), recomputed from hn.
-// The methods whose objective is exactly one readout's cross-entropy use the
-// fused classifier instead (fused_classifier.h), which never holds them.
-// The per-pass losses of the others write dlogits over the logits in their
-// backward, as llm.c's fused classifier does, so a step never holds a second
-// (n, V) buffer for them; the logits are gone after that backward, and
-// argmax_to_host and probabilities_to_host refuse then
-// (Model::logits_consumed).
+// The classifier helpers: the argmax and the softmax of logits rows, copied
+// to the host (the decoders, which run the unfused readout on one row,
+// Model::readout_forward); and the softmax of rows whose logits were not
+// kept, recomputed from hn (the training readouts: the fused classifier,
+// fused_classifier.h, for the methods whose objective is one readout's
+// cross-entropy; the chunked readout, chunked_readout.h, for the passes whose
+// loss is known only after the forward). Neither hands its kept logits out
+// or overwrites them where a read-out could see them; a caller that
+// differentiates the unfused readout in place (dlogits over the logits, as
+// llm.c's classifier does) makes
+// argmax_to_host and probabilities_to_host refuse those logits until the next
+// readout forward (Model::logits_consumed).
 #pragma once
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,7 @@
 // stop-gradient). Each pass has its own KV store (pass i attends to pass-i
 // keys), so decoding keeps one KV cache per pass. Cost: (P+1) passes plus P
 // soft embeddings (2 V x D products each) per token. A pondering pass's
-// readout and soft embedding run chunk by chunk (pondering_readout.h); the
+// readout and soft embedding run chunk by chunk (chunked_readout.h); the
 // last pass's loss is the fused classifier (fused_classifier.h).
 #pragma once
 #include <cmath>
@@ -18,7 +18,7 @@
 #include "methods/method.h"
 #include "methods/fused_classifier.h"
 #include "methods/next_token_loss.h"
-#include "methods/pondering_readout.h"
+#include "methods/chunked_readout.h"
 #include "methods/soft_embedding.h"
 
 namespace ada {
@@ -41,12 +41,13 @@ class PonderMethod : public Method<Bk> {
     const T c = T(std::sqrt((double)m.cfg.dim));
     const PassPlan plan = PassPlan::dense(b.B, b.T, b.T);
     kv_.assign(P_ + 1, KvStore<Bk>());
-    acts_.clear(), ro_.assign(P_, PonderingReadout<Bk>());
+    acts_.clear(), ro_.assign(P_, ChunkedReadout<Bk>());
     T* e = m.embed(b.inputs, &ids_);  // e^0 = s0 sqrt(D) E[x] (default_embed_scale)
     for (int i = 0; i <= P_; i++) {
       kv_[i].init(m.be, m.arena, b.B, b.T, m.cfg.layers, m.cfg.dim, kAnyDepth, training);
       acts_.push_back(m.forward_pass(plan, kv_[i], e));         // H^{i+1} = F(e^i)
       if (i == P_) break;
+      ro_[i].want_argmax = false;                                // the prediction is the last pass's
       ro_[i].forward(m, acts_.back().out(), n_, nullptr, c, training);    // phi = sqrt(D) softmax(W H^{i+1}) E
       T* next = m.alloc((size_t)n_ * m.cfg.dim);
       m.be.add(next, e, ro_[i].phi, (size_t)n_ * m.cfg.dim);     // e^{i+1} = e^i + phi
@@ -67,7 +68,9 @@ class PonderMethod : public Method<Bk> {
       auto scratch = m.scratch();  // one pass's temporaries at a time
       // e^{i+1} = e^i + phi(F(e^i)): the residual passes de through; the pondering path adds to it.
       m.be.fill(dh, T(0), nd);
-      ro_[i].backward(m, nullptr, de, nullptr, dh);  // dphi = dL/de^{i+1}
+      typename ChunkedReadout<Bk>::Grad g;
+      g.phi = de;                    // dphi = dL/de^{i+1}
+      ro_[i].backward(m, g, dh);
       m.backward_pass(acts_[i], kv_[i], dh);
       m.be.axpy(de, T(1), dh, nd);  // de = dL/de^i
     }
@@ -92,7 +95,7 @@ class PonderMethod : public Method<Bk> {
   int* ids_ = nullptr;
   std::vector<KvStore<Bk>> kv_;
   std::vector<typename Model<Bk>::PassActs> acts_;
-  std::vector<PonderingReadout<Bk>> ro_;  // the pondering passes' readouts and soft embeddings
+  std::vector<ChunkedReadout<Bk>> ro_;  // the pondering passes' readouts and soft embeddings
   FusedClassifier<Bk> loss_;
 };
 

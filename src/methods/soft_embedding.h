@@ -1,6 +1,6 @@
-// The soft ("pondering") embedding map of PonderLM (methods.md 0.1), as TaH
-// and the decoders of ponder and adaponder run it (the training passes of
-// ponder and adaponder run the same map row-chunked in pondering_readout.h):
+// The soft ("pondering") embedding map of PonderLM (methods.md 0.1), as the
+// decoders of ponder and adaponder run it (the training passes of ponder and
+// adaponder run the same map row-chunked in chunked_readout.h):
 //   p = softmax(z)               (N, V)   z = W RMSNorm(h): the pass's logits
 //   phi = c * p E                (N, D)   probability-weighted embedding
 // backward, given g = dL/dphi (N, D):

@@ -47,9 +47,9 @@
 #include <tuple>
 
 #include "core/hd_math.h"
+#include "methods/chunked_readout.h"
 #include "methods/halting_chain.h"
 #include "methods/method.h"
-#include "methods/next_token_loss.h"
 
 namespace ada {
 
@@ -155,7 +155,6 @@ class TahMethod : public Method<Bk> {
  public:
   using T = typename Bk::Real;
   using PassActs = typename Model<Bk>::PassActs;
-  using ReadoutActs = typename Model<Bk>::ReadoutActs;
 
   explicit TahMethod(const TahOptions& o) : o_(o) {
     check(o.M >= 1 && o.M <= kHaltingMaxSteps, "--tah-depths must be in [1, " + std::to_string(kHaltingMaxSteps) + "]");
@@ -241,27 +240,20 @@ class TahMethod : public Method<Bk> {
   }
 
   // The decider on n rows: e (n, D) embeddings, hn (n, D) final-normed states,
-  // logits (n, V) of the same rows.
+  // top (n, D) = top_D(q) of the same rows, which their readout read off the
+  // logits chunk by chunk (ChunkedReadout::top_probs = D, chunked_readout.h).
   struct DeciderActs {
     Norm ne, nh, nq, nv;     // RMSNorm of e, h, top_D(q); of the MLP output
-    T* p = nullptr;          // q = softmax(logits) (n, V)
-    T* top = nullptr;        // top_D(q) (n, D)
-    int* top_idx = nullptr;  // their columns (n, D)
     T* f = nullptr;          // P_e ne + P_h nh + P_q nq (n, D)
     Mlp mlp;
     T *u = nullptr, *g = nullptr;  // logit w_s . nv and g = sigmoid(u) (n)
   };
-  DeciderActs decider(Model<Bk>& m, const T* e, const T* hn, const T* logits, int n) {
-    const int D = m.cfg.dim, V = m.cfg.vocab, F = mlp_hidden(m.cfg);
+  DeciderActs decider(Model<Bk>& m, const T* e, const T* hn, const T* top, int n) {
+    const int D = m.cfg.dim, F = mlp_hidden(m.cfg);
     DeciderActs a;
     a.ne = norm(m, "tah.decider.norm_e.weight", e, n);
     a.nh = norm(m, "tah.decider.norm_h.weight", hn, n);
-    a.p = m.alloc((size_t)n * V);
-    m.be.softmax_forward(a.p, logits, n, V);
-    a.top = m.alloc((size_t)n * D);
-    a.top_idx = m.arena.template alloc<int>((size_t)n * D);
-    m.be.topk_values_forward(a.top, a.top_idx, a.p, n, V, D);
-    a.nq = norm(m, "tah.decider.norm_q.weight", a.top, n);
+    a.nq = norm(m, "tah.decider.norm_q.weight", top, n);
     a.f = m.alloc((size_t)n * D);
     m.be.matmul_forward(a.f, a.ne.y, m.param("tah.decider.proj_e.weight"), n, D, D);
     m.be.matmul_forward(a.f, a.nh.y, m.param("tah.decider.proj_h.weight"), n, D, D, /*accumulate=*/true);
@@ -272,12 +264,13 @@ class TahMethod : public Method<Bk> {
     m.be.matmul_forward(a.u, a.nv.y, m.param("tah.decider.score.weight"), n, D, 1);
     m.be.for_each(n, TahSigmoid<T>{a.u, a.g});
     m.flops.fwd += 2.0 * n * (3.0 * D * D + 3.0 * D * F + D);
-    m.flops.other += op_cost::softmax(n, V) + op_cost::topk(n, V, D) + op_cost::sigmoid(n);  // norms, MLP: above
+    m.flops.other += op_cost::sigmoid(n);  // norms, MLP: above; the softmax and top-D: the readout's
     return a;
   }
-  // du (n) = dL/du -> accumulates dL/de into de, dL/dh into dhn (n, D), dL/dlogits into dlogits (n, V).
-  void decider_backward(Model<Bk>& m, const DeciderActs& a, const T* du, T* de, T* dhn, T* dlogits, int n) {
-    const int D = m.cfg.dim, V = m.cfg.vocab;
+  // du (n) = dL/du -> accumulates dL/de into de, dL/dh into dhn and dL/dtop_D(q) into dtop (n, D)
+  // (which the readout's backward carries through the top-D and the softmax into the logits).
+  void decider_backward(Model<Bk>& m, const DeciderActs& a, const T* du, T* de, T* dhn, T* dtop, int n) {
+    const int D = m.cfg.dim;
     T* dv = m.alloc((size_t)n * D);
     m.be.matmul_backward(dv, m.grad("tah.decider.score.weight"), du, a.nv.y, m.param("tah.decider.score.weight"), n, D, 1);
     T* dy = m.zeros((size_t)n * D);
@@ -289,13 +282,7 @@ class TahMethod : public Method<Bk> {
     m.be.matmul_backward(dn, m.grad("tah.decider.proj_h.weight"), df, a.nh.y, m.param("tah.decider.proj_h.weight"), n, D, D);
     norm_backward(m, "tah.decider.norm_h.weight", a.nh, dn, dhn, n);
     m.be.matmul_backward(dn, m.grad("tah.decider.proj_q.weight"), df, a.nq.y, m.param("tah.decider.proj_q.weight"), n, D, D);
-    T* dtop = m.zeros((size_t)n * D);
     norm_backward(m, "tah.decider.norm_q.weight", a.nq, dn, dtop, n);
-    T* dp = m.zeros((size_t)n * V);
-    m.be.topk_values_backward(dp, dtop, a.top_idx, n, V, D);  // dq[idx] += dtop
-    T* dz = m.alloc((size_t)n * V);
-    m.be.softmax_backward(dz, a.p, dp, n, V);
-    m.be.axpy(dlogits, T(1), dz, (size_t)n * V);
   }
 
   // The updater on n rows: x' = RMSNorm_out(MLP(RMSNorm_in(P_e RMSNorm(e) + P_h RMSNorm(h)))).
@@ -366,14 +353,14 @@ class TahMethod : public Method<Bk> {
       const int n = (int)live.size();
       s.d_rows = upload(m, s.rows);
       s.acts = m.forward_pass(plan(k, live), kv_, x);
-      s.ro = m.readout_forward(s.acts.out(), n);
       std::vector<int> tg(n);
       for (int r = 0; r < n; r++) tg[r] = b.targets[live[r]], kstar_[live[r]] = k;
       s.d_targets = upload(m, tg);
-      s.lse = m.alloc(n), s.logp = m.alloc(n);
-      m.be.logsoftmax_target_forward(s.lse, s.logp, s.ro.logits, s.d_targets, n, V, V);
-      m.flops.other += op_cost::log_softmax_target(n, V);
-      m.be.scatter_rows(logp_all_ + (size_t)k * N_, 1, s.logp, 1, s.d_rows, n, 1);
+      // h^m, log q^m[y] and, for the decider, top_D(q^m), in row chunks (chunked_readout.h)
+      s.ro.want_argmax = false;
+      s.ro.top_probs = k + 1 < M && !fixed() ? D : 0;
+      s.ro.forward(m, s.acts.out(), n, s.d_targets, T(0), training);
+      m.be.scatter_rows(logp_all_ + (size_t)k * N_, 1, s.ro.logp, 1, s.d_rows, n, 1);
       if (k == M - 1) break;
       s.e = m.alloc((size_t)n * D);
       m.be.gather_rows(s.e, D, e_, D, s.d_rows, n, D);
@@ -382,7 +369,7 @@ class TahMethod : public Method<Bk> {
         std::vector<T> gk(s.g_host.begin(), s.g_host.end());
         m.be.to_device(g_all_ + (size_t)k * N_, gk.data(), n);
       } else {
-        s.dec = decider(m, s.e, s.ro.hn, s.ro.logits, n);
+        s.dec = decider(m, s.e, s.ro.hn, s.ro.qtop, n);
         m.be.scatter_rows(g_all_ + (size_t)k * N_, 1, s.dec.g, 1, s.d_rows, n, 1);
         s.g_host.resize(n);
         m.be.to_host(s.g_host.data(), s.dec.g, n);
@@ -429,7 +416,7 @@ class TahMethod : public Method<Bk> {
 
   // ---------------------------------------------------------------------
   void backward(Model<Bk>& m, double loss_scale) override {
-    const int D = m.cfg.dim, V = m.cfg.vocab, M = o_.M;
+    const int D = m.cfg.dim, M = o_.M;
     T* de = m.zeros((size_t)N_ * D);  // dL/de from every path (depth-1 input, deciders, updaters)
     T* dx_next = nullptr;             // dL/dx^{k+2} of the rows that ran depth k+1 (n_next, D)
     for (int k = M - 1; k >= 0; k--) {
@@ -441,9 +428,8 @@ class TahMethod : public Method<Bk> {
       T* glp = m.alloc(n);
       m.be.gather_rows(glp, 1, g_logp_all_ + (size_t)k * N_, 1, s.d_rows, n, 1);
       if (loss_scale != 1.0) m.be.scale(glp, T(loss_scale), n);
-      T* dlogits = s.ro.logits;  // in place of the logits (next_token_loss.h); the decider's backward reads its own p
-      m.be.logsoftmax_target_backward(dlogits, s.ro.logits, s.lse, s.d_targets, glp, nullptr, n, V, V);
       T* dhn = m.zeros((size_t)n * D);
+      T* dtop = nullptr;  // dL/dtop_D(q^m), from the decider
       if (k + 1 < M) {  // the depths with an updater (and, unless fixed, a decider)
         T* de_rows = m.zeros((size_t)n * D);
         if (dx_next && s.n_next > 0) {  // updater: x^{k+2} of the kept rows
@@ -458,11 +444,14 @@ class TahMethod : public Method<Bk> {
           m.be.gather_rows(dg, 1, g_g_all_ + (size_t)k * N_, 1, s.d_rows, n, 1);
           T* du = m.alloc(n);
           m.be.for_each(n, TahDeciderGrad<T>{s.dec.g, dg, has_labels_ ? s.ddec : nullptr, T(o_.alpha), T(loss_scale), du});
-          decider_backward(m, s.dec, du, de_rows, dhn, dlogits, n);
+          dtop = m.zeros((size_t)n * D);
+          decider_backward(m, s.dec, du, de_rows, dhn, dtop, n);
         }
         m.be.scatter_add_rows(de, D, de_rows, D, s.d_rows, n, D);
       }
-      m.readout_backward(s.ro, dlogits, dx, dhn);
+      typename ChunkedReadout<Bk>::Grad gr;  // the mixture's dL/dlog q^m[y]; the decider's and updater's
+      gr.logp = glp, gr.qtop = dtop, gr.hn = dhn;
+      s.ro.backward(m, gr, dx);
       m.backward_pass(s.acts, kv_, dx);  // dx: dL/dx^{k+1} of these rows
       dx_next = dx;
     }
@@ -523,7 +512,7 @@ class TahMethod : public Method<Bk> {
       const Step& s = steps_[k];
       if (s.rows.empty()) continue;
       std::vector<double> p;
-      probabilities_to_host(m, s.ro.logits, (int)s.rows.size(), p);
+      s.ro.probabilities(m, p);
       for (size_t r = 0; r < s.rows.size(); r++) {
         const int t = s.rows[r];
         const double gk = g[(size_t)k * N_ + t];
@@ -560,9 +549,9 @@ class TahMethod : public Method<Bk> {
     const int D = m.cfg.dim;
     std::vector<int> cols;
     for (const Step& s : steps_) {
-      if (!s.dec.top_idx) continue;
+      if (!s.ro.qidx) continue;
       std::vector<int> c(s.rows.size() * D);
-      m.be.to_host(c.data(), s.dec.top_idx, c.size());
+      m.be.to_host(c.data(), s.ro.qidx, c.size());
       cols.insert(cols.end(), c.begin(), c.end());
     }
     return cols;
@@ -592,8 +581,7 @@ class TahMethod : public Method<Bk> {
     int* d_keep = nullptr;  // rows of this depth whose token runs the next one
     int n_next = 0;
     PassActs acts;
-    ReadoutActs ro;
-    T *lse = nullptr, *logp = nullptr;
+    ChunkedReadout<Bk> ro;  // h^m, log q^m[y], top_D(q^m) (the logits, unless recomputed)
     T* e = nullptr;  // e rows (n, D): decider and updater input
     DeciderActs dec;
     UpdaterActs upd;
@@ -622,7 +610,7 @@ class TahMethod : public Method<Bk> {
   // slots are cleared afterwards, so the store is as before. Returns -log q^{k+1}[y].
   std::vector<double> lookahead(Model<Bk>& m, int k, const std::vector<int>& tokens) {
     const Step& s = steps_[k];
-    const int n = (int)tokens.size(), D = m.cfg.dim, V = m.cfg.vocab;
+    const int n = (int)tokens.size(), D = m.cfg.dim;
     std::vector<int> r_idx(n), tg(n);
     for (int i = 0; i < n; i++) {
       r_idx[i] = (int)(std::lower_bound(s.rows.begin(), s.rows.end(), tokens[i]) - s.rows.begin());
@@ -637,13 +625,11 @@ class TahMethod : public Method<Bk> {
     PassPlan p = plan(k + 1, tokens);
     p.private_keys = private_lookahead_;
     const PassActs acts = m.forward_pass(p, kv_, up.out());
-    const ReadoutActs ro = m.readout_forward(acts.out(), n);
-    T* lse = m.alloc(n);
-    T* logp = m.alloc(n);
-    m.be.logsoftmax_target_forward(lse, logp, ro.logits, upload(m, tg), n, V, V);
-    m.flops.other += op_cost::log_softmax_target(n, V);
+    ChunkedReadout<Bk> ro;  // no gradient: log q^{k+1}[y] only, no logits kept
+    ro.want_argmax = false;
+    ro.forward(m, acts.out(), n, upload(m, tg), T(0), /*training=*/false);
     std::vector<double> l(n);
-    m.be.to_host(l.data(), logp, n);
+    m.be.to_host(l.data(), ro.logp, n);
     for (double& v : l) v = -v;
     for (int sl : p.slot) kv_.valid[sl] = 0;  // the lookahead leaves no key behind
     kv_.upload_meta(m.be);
@@ -762,15 +748,18 @@ class TahDecoder : public Decoder<Bk> {
     double reach = 1;
     for (int k = 0; k < M_; k++) {
       const PassPlan plan = this->one_row(kv_.S, t * M_ + k, t);
-      auto ro = m.readout_forward(m.forward_pass(plan, kv_, x).out(), 1);
-      std::vector<double> p;
-      probabilities_to_host(m, ro.logits, 1, p);
-      double g = 0;
       bool last = k == M_ - 1;
+      ChunkedReadout<Bk> ro;  // q^m, and top_D(q^m) when the decider reads it
+      ro.want_argmax = false;
+      ro.top_probs = !last && !meth_.fixed() ? m.cfg.dim : 0;
+      ro.forward(m, m.forward_pass(plan, kv_, x).out(), 1, nullptr, T(0), /*training=*/false);
+      std::vector<double> p;
+      ro.probabilities(m, p);
+      double g = 0;
       if (!last && meth_.fixed()) {
         g = meth_.fixed_continue(k);
       } else if (!last) {
-        auto d = meth_.decider(m, e, ro.hn, ro.logits, 1);
+        auto d = meth_.decider(m, e, ro.hn, ro.qtop, 1);
         T gh;
         m.be.to_host(&gh, d.g, 1);
         g = gh;

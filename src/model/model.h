@@ -116,7 +116,9 @@ class Model {
   // own dlogits (the in-place classifier backward: the logits are gone) until
   // the next readout_forward. probabilities_to_host and argmax_to_host refuse
   // to read logits then, so a method that asks for its probabilities after
-  // its backward fails with a message instead of reading gradients.
+  // its backward fails with a message instead of reading gradients. (The
+  // training readouts of the methods never do this: fused_classifier.h and
+  // chunked_readout.h keep their logits apart or not at all.)
   bool logits_consumed = false;
 
   Model(Bk& be, const ModelConfig& cfg, ParamLayout layout)
@@ -337,9 +339,10 @@ class Model {
   // set 5, so every gradient check and CPU/GPU step comparison of the methods
   // that use it runs through several chunks; tests/test_environment.cpp).
   int classifier_chunk_rows = chunk_rows_from_env();
-  // --recompute-logits: the pondering passes (PonderingReadout) keep no
-  // (n, V) logits between forward and backward but recompute them chunk by
-  // chunk, one head GEMM more per pass (methods/pondering_readout.h).
+  // --recompute-logits: the chunked readouts (ChunkedReadout: ponder's
+  // pondering passes, adaponder, cyb, latent_cot, tah) keep no (n, V) logits
+  // between forward and backward but recompute them chunk by chunk, one head
+  // GEMM more per pass (methods/chunked_readout.h).
   bool recompute_logits = false;
   int classifier_rows() const {
     if (classifier_chunk_rows > 0) return classifier_chunk_rows;

@@ -61,7 +61,8 @@ void add_train_flags(Flags& f, TrainOptions& o) {
   f.add("--log-every", &o.log_every, "print a progress line every N steps", 1, kMaxSteps);
   f.add("--out", &o.out, "output directory (metrics.jsonl, checkpoints); default runs/<method>-<config>");
   f.add("--recompute-logits", &o.recompute_logits,
-        "1: the pondering passes of ponder and adaponder keep no (n, V) logits for the backward but recompute them chunk by chunk "
+        "1: the passes whose loss is known only after the forward (ponder's pondering passes, adaponder, cyb, latent_cot, tah) "
+        "keep no (n, V) logits for the backward but recompute them chunk by chunk "
         "(less device memory, one head GEMM more per pass; the same arithmetic)",
         0, 1);
   f.add("--threads", &o.threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)", 0, kMaxThreads);

@@ -37,7 +37,7 @@ struct TrainOptions {
   long long log_every = 10;
   std::string out;  // default runs/<method>-<config> (when resuming: the checkpoint's run directory)
   int threads = 0;  // 0 = OpenMP default
-  int recompute_logits = 0;  // 1: pondering passes recompute their logits in the backward (less memory, one head GEMM more per pass)
+  int recompute_logits = 0;  // 1: the chunked readouts recompute their logits in the backward (less memory, one head GEMM more per pass)
   // checkpoints
   long long save_every = 0;  // keep a checkpoint every N steps (0 = only at the end)
   std::string resume;        // output directory (its `latest`) or ckpt_<step> directory to continue
