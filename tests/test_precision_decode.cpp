@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <set>
 
 using namespace ada;
 using namespace ada::test;

@@ -145,7 +145,8 @@ struct ChunkedReadout {
     check(!g.lse || g.logp, "ChunkedReadout::backward: dL/dlse is given only beside dL/dlogp");
     const bool ce = y && g.logp;
     const bool soft = g.phi || g.qtop;  // a gradient through the probabilities p
-    check(ce || soft || g.hn, "ChunkedReadout::backward: no gradient given");
+    const bool head = ce || soft;       // else only g.hn: the head carries nothing
+    check(head || g.hn, "ChunkedReadout::backward: no gradient given");
     consumed = true;
     auto tmp = m.scratch();
     T* dhn = m.alloc((size_t)n * D);
@@ -153,10 +154,9 @@ struct ChunkedReadout {
     T* p = soft ? m.alloc((size_t)C * V) : nullptr;
     T* dp = soft ? m.alloc((size_t)C * V) : nullptr;
     T* gs = g.phi ? m.alloc((size_t)C * D) : nullptr;
-    for (int r0 = 0; r0 < n; r0 += C) {
+    for (int r0 = 0; head && r0 < n; r0 += C) {
       const int c = std::min(C, n - r0);
       T* zc = keep ? z + (size_t)r0 * V : zc_buf;
-      if (!ce && !soft) break;  // only g.hn: the head carries nothing
       if (!keep) m.be.matmul_forward(zc, hn + (size_t)r0 * D, m.w.head, c, D, V);  // z_c again
       if (soft) m.be.softmax_forward(p, zc, c, V);                                  // p (not kept: recomputed)
       if (ce)  // dz = g.logp (onehot - p) + g.lse p, in place
@@ -176,7 +176,7 @@ struct ChunkedReadout {
       }
       m.be.matmul_backward(dhn + (size_t)r0 * D, m.g.head, dz, hn + (size_t)r0 * D, m.w.head, c, D, V);  // dhn_c = dz W; dW += dz^T hn_c
     }
-    if (!ce && !soft) m.be.fill(dhn, T(0), (size_t)n * D);
+    if (!head) m.be.fill(dhn, T(0), (size_t)n * D);
     if (g.hn) m.be.axpy(dhn, T(1), g.hn, (size_t)n * D);
     m.be.rmsnorm_backward(dx, m.g.final_norm, dhn, x, m.w.final_norm, rstd, n, D);
   }

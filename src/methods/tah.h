@@ -749,17 +749,23 @@ class TahDecoder : public Decoder<Bk> {
     for (int k = 0; k < M_; k++) {
       const PassPlan plan = this->one_row(kv_.S, t * M_ + k, t);
       bool last = k == M_ - 1;
-      ChunkedReadout<Bk> ro;  // q^m, and top_D(q^m) when the decider reads it
-      ro.want_argmax = false;
-      ro.top_probs = !last && !meth_.fixed() ? m.cfg.dim : 0;
-      ro.forward(m, m.forward_pass(plan, kv_, x).out(), 1, nullptr, T(0), /*training=*/false);
-      std::vector<double> p;
-      ro.probabilities(m, p);
+      // one row: the unfused readout, its logits computed once (the chunked
+      // readout would compute them again for the probabilities)
+      const auto ro = m.readout_forward(m.forward_pass(plan, kv_, x).out(), 1);
+      T* q = m.alloc(V);
+      m.be.softmax_forward(q, ro.logits, 1, V);  // q^m
+      std::vector<double> p(V);
+      m.be.to_host(p.data(), q, V);
       double g = 0;
       if (!last && meth_.fixed()) {
         g = meth_.fixed_continue(k);
       } else if (!last) {
-        auto d = meth_.decider(m, e, ro.hn, ro.qtop, 1);
+        const int D = m.cfg.dim;  // the decider reads top_D(q^m), as the training readout gives it
+        T* top = m.alloc(D);
+        int* idx = m.arena.template alloc<int>(D);
+        m.be.topk_values_forward(top, idx, q, 1, V, D);
+        m.flops.other += op_cost::softmax(1, V) + op_cost::topk(1, V, D);
+        auto d = meth_.decider(m, e, ro.hn, top, 1);
         T gh;
         m.be.to_host(&gh, d.g, 1);
         g = gh;
