@@ -441,17 +441,26 @@ void bench_steps(CudaBackend& be, const std::string& methods, int B, int T, int 
   std::printf("  memory (MiB): state = parameters, gradients, AdamW m and v; act = the activations' arena at its peak, used\n"
               "  and reserved (as train_gpu's end-of-run memory line); device = cudaMemGetInfo's used memory after the steps\n");
   std::printf("  waits = the host's waits for the GPU per step (gate reads that size launches, the statistics, the step's end)\n");
-  std::printf("%-10s %-5s %10s %10s %9s %7s %8s %6s %8s %8s %8s %8s\n", "method", "gemm", "ms/step", "tok/s", "TFLOP/s", "MFU",
+  std::printf("  method+graph: its forward and backward launched as one CUDA graph (train_gpu --cuda-graph 1)\n");
+  std::printf("%-16s %-5s %10s %10s %9s %7s %8s %6s %8s %8s %8s %8s\n", "method", "gemm", "ms/step", "tok/s", "TFLOP/s", "MFU",
               "passes", "waits", "state", "act", "act resv", "device");
   size_t start = 0;
   while (start <= methods.size()) {
     size_t end = methods.find(',', start);
     if (end == std::string::npos) end = methods.size();
-    const std::string name = methods.substr(start, end - start);
+    std::string name = methods.substr(start, end - start);
     start = end + 1;
     if (name.empty()) continue;
+    // "standard+graph": the forward and backward launched as one CUDA graph (train_gpu --cuda-graph 1)
+    const std::string label = name;
+    const bool graphs = name.size() > 6 && name.compare(name.size() - 6, 6, "+graph") == 0;
+    if (graphs) name.resize(name.size() - 6);
     MethodOptions mo;
     auto meth = make_method<CudaBackend>(name, mo);
+    if (graphs && !meth->graph_safe()) {
+      std::printf("%-16s (skipped: the method reads values back mid-step, no CUDA graph)\n", label.c_str());
+      continue;
+    }
     auto model = make_model(be, preset_config("70m"), *meth);
     model->init_params(1);
     const size_t n = model->num_params();
@@ -470,8 +479,10 @@ void bench_steps(CudaBackend& be, const std::string& methods, int B, int T, int 
       meth->set_step(it + 1000, 10000);
       model->arena.reset();
       model->zero_grads();
+      if (graphs) be.graph_begin();
       meth->forward(*model, b, true);
       meth->backward(*model, 1.0);
+      if (graphs) be.graph_end();
       AdamWHyper h;
       h.step = it + 1;
       be.adamw_step(model->params.data(), model->grads.data(), m.p, v.p, n, model->layout.decay_count(), h, 1.0);
@@ -490,7 +501,7 @@ void bench_steps(CudaBackend& be, const std::string& methods, int B, int T, int 
     const double mib = 1024.0 * 1024.0, state = training_state_bytes((double)n, sizeof(float));
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    std::printf("%-10s %-5s %10.1f %10.0f %9.1f %6.1f%% %8.2f %6.1f %8.1f %8.1f %8.1f %8.0f\n", name.c_str(),
+    std::printf("%-16s %-5s %10.1f %10.0f %9.1f %6.1f%% %8.2f %6.1f %8.1f %8.1f %8.1f %8.0f\n", label.c_str(),
                 cuda::gemm_precision_name(be.gemm()), secs / steps * 1e3, tok_s, tflops, 100 * tflops / peak,
                 passes / steps, waits / steps, state / mib, model->arena.peak_used() / mib, model->arena.peak_capacity() / mib,
                 (double)(total_b - free_b) / mib);
@@ -504,13 +515,14 @@ int main(int argc, char** argv) {
   try {
     int batch = 16, seq = 1024, steps = 5, reps = 10;
     double peak = 989;
-    std::string methods = "standard,adaponder", gemms = "fp32,tf32,bf16,bf16mma", parts = "gemm,kernels,steps";
+    std::string methods = "standard,standard+graph,adaponder", gemms = "fp32,tf32,bf16,bf16mma", parts = "gemm,kernels,steps";
     Flags f("bench_gpu", "GPU kernel and training-step throughput on the 70m shapes, with cuBLAS as the yardstick.");
     f.add("--batch", &batch, "sequences per step (B)");
     f.add("--seq", &seq, "sequence length (T)");
     f.add("--steps", &steps, "timed training steps per method (after 2 warm-up steps)");
     f.add("--reps", &reps, "timed repetitions per kernel (after 1 warm-up)");
-    f.add("--methods", &methods, "comma-separated methods for the whole-step benchmark");
+    f.add("--methods", &methods,
+          "comma-separated methods for the whole-step benchmark; NAME+graph launches its step as a CUDA graph");
     f.add("--gemms", &gemms, "GEMMs to benchmark: fp32, tf32, bf16 (gemm() at that precision), bf16mma (gemm_mma_pipelined on bf16 operands); the steps use ADA_GEMM, default bf16");
     f.add("--parts", &parts, "what to run: gemm, kernels, steps");
     f.add("--peak", &peak, "dense bf16 peak of the GPU in TFLOP/s, for MFU");

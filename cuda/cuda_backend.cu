@@ -26,7 +26,7 @@ CudaBackend::CudaBackend(cuda::GemmPrecision gemm) : gemm_(gemm), attn_(attentio
 void CudaBackend::init() {
   CUDA_CHECK(cudaStreamCreate(&stream));
   CUDA_CHECK(cudaMalloc(&d_scalars_, kScalars * sizeof(double)));
-  CUDA_CHECK(cudaMemsetAsync(d_scalars_, 0, kScalars * sizeof(double), stream));
+  memset_async(d_scalars_, 0, kScalars * sizeof(double), stream);
   CUDA_CHECK(cudaMallocHost(&staging_, 2 * kStagingHalf));
   for (auto& e : half_done_) CUDA_CHECK(cudaEventCreate(&e));
 }
@@ -40,6 +40,7 @@ CudaBackend::~CudaBackend() {
   auto note = [&](cudaError_t e, const char* what) {
     if (e != cudaSuccess && first == cudaSuccess) first = e, where = what;
   };
+  graph_.reset();  // its graphs and pinned buffers (it synchronises first)
   note(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   for (auto& e : half_done_) note(cudaEventDestroy(e), "cudaEventDestroy");
   note(cudaFreeHost(staging_), "cudaFreeHost");
@@ -62,6 +63,7 @@ void* CudaBackend::raw_alloc(size_t bytes) {
 }
 
 void CudaBackend::raw_free(void* p) {
+  if (graph_recording()) return graph_->defer_free(p);  // the recorded kernels have not run yet
   // Kernels queued on the stream may still use the memory (the arena frees
   // its blocks when it merges them at a reset): wait for them first. Frees
   // happen only while the arena grows, in the first steps.
@@ -69,20 +71,26 @@ void CudaBackend::raw_free(void* p) {
   CUDA_CHECK(cudaFree(p));
 }
 
-void CudaBackend::memset_zero(void* p, size_t bytes) {
-  if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream));
-}
+void CudaBackend::memset_zero(void* p, size_t bytes) { memset_async(p, 0, bytes, stream); }
 
-void CudaBackend::memset_bytes(void* p, int value, size_t bytes) {
-  if (bytes) CUDA_CHECK(cudaMemsetAsync(p, value, bytes, stream));
+void CudaBackend::memset_bytes(void* p, int value, size_t bytes) { memset_async(p, value, bytes, stream); }
+
+namespace {
+[[noreturn]] void refuse_while_recording(const char* what) {
+  fail(std::string("--cuda-graph 1: ") + what +
+       " while a step was being recorded for a CUDA graph (nothing of the step has run yet); this step reads "
+       "results back during its forward or backward and must run without --cuda-graph");
 }
+}  // namespace
 
 void CudaBackend::sync() {
+  if (graph_recording()) refuse_while_recording("the host waited for the GPU");
   host_waits_++;
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void* CudaBackend::stage_upload(size_t bytes) {
+  if (graph_recording()) return graph_->stage(bytes);  // read when the graph runs
   const size_t need = (bytes + 255) & ~size_t(255);
   if (half_used_ + need > kStagingHalf) {  // switch halves
     CUDA_CHECK(cudaEventRecord(half_done_[half_], stream));
@@ -98,17 +106,18 @@ void* CudaBackend::stage_upload(size_t bytes) {
 }
 
 void CudaBackend::upload(void* dst, const void* staged, size_t bytes) {
-  if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream));
+  memcpy_async(dst, staged, bytes, cudaMemcpyHostToDevice, stream);
 }
 
 void CudaBackend::download(void* dst, const void* src, size_t bytes) const {
+  if (graph_recording()) refuse_while_recording("a value was read back from the GPU");
   host_waits_++;
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void CudaBackend::copy_bytes(void* dst, const void* src, size_t bytes) {
-  if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+  memcpy_async(dst, src, bytes, cudaMemcpyDeviceToDevice, stream);
 }
 
 void* CudaBackend::workspace(size_t bytes) {
@@ -118,6 +127,21 @@ void* CudaBackend::workspace(size_t bytes) {
     work_ = raw_alloc(work_bytes_);
   }
   return work_;
+}
+
+// ---- CUDA graphs -------------------------------------------------------------------
+void CudaBackend::graph_begin() {
+  if (!graph_) graph_ = std::make_unique<StepGraph>(stream);
+  graph_->begin();
+}
+
+void CudaBackend::graph_end() {
+  if (!graph_) fail("graph_end without graph_begin");
+  graph_->end();
+}
+
+void CudaBackend::graph_abandon() {
+  if (graph_) graph_->abandon();
 }
 
 // ---- matrix products -------------------------------------------------------------

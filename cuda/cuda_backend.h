@@ -24,6 +24,7 @@
 // cuda/hostrun/ stands in for the CUDA runtime and executes the kernels.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include "launch.h"
 #include "attention_mma.h"
 #include "kernels.h"
+#include "step_graph.h"
 #include "ops/adamw.h"
 #include "ops/attention_mask.h"
 
@@ -226,6 +228,23 @@ class CudaBackend {
                   double clip);
   double last_grad_norm();
 
+  // ---- CUDA graphs (train_gpu --cuda-graph 1; cuda/step_graph.h) ---------
+  // Between graph_begin() and graph_end() the stream's work is recorded, not
+  // started; graph_end() launches it as one graph (built the first time a
+  // step of this shape is seen, its parameters updated after that). While
+  // recording, reading a result back (to_host, sum, sync) is an error.
+  // set_step_graphs(true) (train_gpu --cuda-graph 1) asks the trainer to
+  // record every micro-batch's forward and backward this way.
+  void set_step_graphs(bool on) { step_graphs_ = on; }
+  bool step_graphs() const { return step_graphs_; }
+  void graph_begin();
+  void graph_end();
+  void graph_abandon();  // drop a recording an error interrupted
+  bool graph_recording() const { return graph_ && graph_->recording(); }
+  size_t graph_recorded() const { return graph_ ? graph_->recorded() : 0; }  // nodes so far
+  // Null until the first graph_begin().
+  const StepGraph::Stats* graph_stats() const { return graph_ ? &graph_->stats() : nullptr; }
+
   cudaStream_t stream = nullptr;
 
  private:
@@ -261,6 +280,8 @@ class CudaBackend {
   bool half_pending_[2] = {false, false};
   int half_ = 0;
   size_t half_used_ = 0;
+  std::unique_ptr<StepGraph> graph_;
+  bool step_graphs_ = false;
 };
 
 }  // namespace ada

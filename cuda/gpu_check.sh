@@ -234,7 +234,7 @@ fi
 # ---- benchmark --------------------------------------------------------------
 why=$(need "$BUILD/bench_gpu")
 if [ -n "$why" ]; then not_run bench_gpu "$why"
-else stage bench_gpu 150 "$BUILD/bench_gpu" --reps 5 --steps 3
+else stage bench_gpu 150 "$BUILD/bench_gpu" --reps 5 --steps 3 --methods standard,standard+graph,adaponder
 fi
 
 # ---- every method at the 70m config -----------------------------------------
@@ -250,8 +250,9 @@ peak_mib() {
 }
 train_one() {  # train_one <method> [<run name> [VAR=value ...]]: 30 steps with those environment variables
   local m=$1 name=${2:-$1}
+  # shellcheck disable=SC2086  # TRAIN_FLAGS: extra flags, word-split on purpose
   env "${@:3}" "$BUILD/bin/train_gpu" --method "$m" --steps 30 --seq "$SEQ" --log-every 10 --eval-every 0 --eval-batches 2 \
-    --data "$DATA" --out "$BUILD/runs/$name-70m" &
+    ${TRAIN_FLAGS:-} --data "$DATA" --out "$BUILD/runs/$name-70m" &
   local pid=$!
   local peak
   peak=$(peak_mib "$pid")
@@ -264,10 +265,17 @@ train_one() {  # train_one <method> [<run name> [VAR=value ...]]: 30 steps with 
 # opt-in tensor-core paths (<method>_mma: ADA_GEMM=bf16mma, the pipelined
 # mma.sync GEMM, and ADA_ATTN=mma, the tensor-core attention): their loss and
 # tok/s beside the default runs' are the first end-to-end measure of both.
-for r in standard looped ponder pause adaponder cyb latent_cot ponderlm2 tah standard_mma adaponder_mma; do
+# standard_graph and cyb_graph: --cuda-graph 1 (each micro-batch's forward and
+# backward launched as one CUDA graph, cuda/step_graph.h), against the
+# standard and cyb runs before them.
+for r in standard looped ponder pause adaponder cyb latent_cot ponderlm2 tah standard_mma adaponder_mma \
+  standard_graph cyb_graph; do
   m=${r%_mma}
+  m=${m%_graph}
   extra=()
-  [ "$r" != "$m" ] && extra=(ADA_GEMM=bf16mma ADA_ATTN=mma)
+  export TRAIN_FLAGS=""
+  [ "$r" = "${m}_mma" ] && extra=(ADA_GEMM=bf16mma ADA_ATTN=mma)
+  [ "$r" = "${m}_graph" ] && TRAIN_FLAGS="--cuda-graph"
   why=$(need "$BUILD/bin/train_gpu" data)
   if [ -n "$why" ]; then not_run "train_$r" "$why"; continue; fi
   stage "train_$r" 60 train_one "$m" "$r" ${extra[@]+"${extra[@]}"}

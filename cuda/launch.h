@@ -14,6 +14,11 @@
 // 4>); the arguments are converted to the kernel's parameter types at the
 // call, as CUDA does, and each kernel thread receives its own copy of them.
 //
+// While a StepGraph (cuda/step_graph.h, train_gpu --cuda-graph 1) records
+// the stream, the launch is recorded instead (its arguments copied) and runs
+// later as a node of a CUDA graph; memset_async and memcpy_async below do the
+// same for memsets and copies.
+//
 // Every error names the launch: the function that called ada::launch, and
 // its file and line. The compiler fills these in at each call site: the
 // shared-memory argument converts to a LaunchSite, whose constructor's
@@ -23,6 +28,9 @@
 
 #include <array>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -56,24 +64,7 @@ inline bool sync_every_launch() {
   return on;
 }
 
-#if defined(__CUDACC__)
-
-inline void check_launch(cudaError_t e, const LaunchSite& site, const char* stage) {
-  if (e != cudaSuccess)
-    fail(std::string("CUDA error: ") + cudaGetErrorString(e) + " " + stage + " " + site.describe());
-}
-
-template <typename... P, typename... A>
-void launch(void (*kernel)(P...), dim3 grid, dim3 block, LaunchSite site, cudaStream_t stream,
-            A&&... args) {
-  static_assert(sizeof...(P) == sizeof...(A), "ada::launch: wrong number of kernel arguments");
-  kernel<<<grid, block, site.shmem, stream>>>(std::forward<A>(args)...);
-  check_launch(cudaGetLastError(), site, "launching");
-  if (sync_every_launch()) check_launch(cudaStreamSynchronize(stream), site, "running");
-}
-
-#else
-
+#if !defined(__CUDACC__)
 // A kernel argument as an address when it is a pointer to data, else null.
 template <typename T>
 const void* hostrun_pointer_of(const T& v) {
@@ -83,13 +74,74 @@ const void* hostrun_pointer_of(const T& v) {
     return nullptr;
 }
 
-template <typename... P, typename... A>
-void launch(void (*kernel)(P...), dim3 grid, dim3 block, LaunchSite site, cudaStream_t stream,
-            A&&... args) {
-  static_assert(sizeof...(P) == sizeof...(A), "ada::launch: wrong number of kernel arguments");
-  (void)stream;  // streams run in order: the launch is complete when this returns
+#endif
+
+// ---- recording a stream for a CUDA graph (cuda/step_graph.h) -------------
+//
+// While a StepGraph records a stream, the work queued on it is not started:
+// ada::launch, ada::memset_async and ada::memcpy_async hand it to the
+// recorder, which later builds (or updates) an executable graph from it. Code
+// that queues work must use these three, never <<<...>>>, cudaMemsetAsync or
+// cudaMemcpyAsync directly: the host runner refuses direct calls on a
+// recording stream (as CUDA refuses them on a capturing one).
+
+// One launch's argument values, copied, behind a type-erased handle: the
+// kernel node's parameters. Under the host runner it is also what runs the
+// node (hostrun::NodeKernel), since the runner cannot call a kernel through
+// untyped argument pointers.
+#if defined(__CUDACC__)
+struct KernelArgsBase {
+  virtual ~KernelArgsBase() = default;
+};
+#else
+using KernelArgsBase = hostrun::NodeKernel;
+#endif
+struct KernelArgs : KernelArgsBase {
+  // kernelParams: one pointer per kernel parameter, into this object
+  virtual void** pointers() = 0;
+  // the same kernel with byte-identical argument values
+  virtual bool same_values(const KernelArgs& other) const = 0;
+};
+
+class StreamRecorder {
+ public:
+  virtual void kernel(const void* func, dim3 grid, dim3 block, const LaunchSite& site,
+                      std::unique_ptr<KernelArgs> args) = 0;
+  virtual void memset(void* dst, int value, size_t bytes) = 0;
+  virtual void memcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) = 0;
+  // A host function run when the graph reaches this point (a host node). The
+  // host runner's debug checks of device memory use it; a host node must not
+  // call the CUDA API.
+  virtual void host(std::function<void()> fn) = 0;
+
+ protected:
+  ~StreamRecorder() = default;
+};
+
+// The stream being recorded on this thread and its recorder (at most one).
+struct Recording {
+  cudaStream_t stream = nullptr;
+  StreamRecorder* recorder = nullptr;
+};
+inline thread_local Recording g_recording;
+inline StreamRecorder* recorder_of(cudaStream_t s) {
+  return g_recording.recorder && g_recording.stream == s ? g_recording.recorder : nullptr;
+}
+
+#if defined(__CUDACC__)
+
+inline void check_launch(cudaError_t e, const LaunchSite& site, const char* stage) {
+  if (e != cudaSuccess)
+    fail(std::string("CUDA error: ") + cudaGetErrorString(e) + " " + stage + " " + site.describe());
+}
+
+#else
+
+// Runs a whole grid under the host runner with the stored argument values.
+template <typename... P>
+void hostrun_execute(void (*kernel)(P...), dim3 grid, dim3 block, const LaunchSite& site,
+                     std::tuple<std::decay_t<P>...>& params) {
   using Params = std::tuple<std::decay_t<P>...>;
-  Params params(std::forward<A>(args)...);
   struct Closure {
     void (*kernel)(P...);
     Params* params;
@@ -116,5 +168,91 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, LaunchSite site, cudaSt
 }
 
 #endif
+
+// The copied arguments of one launch of `kernel`.
+template <typename... P>
+struct KernelArgsOf final : KernelArgs {
+  using Params = std::tuple<std::decay_t<P>...>;
+  void (*kernel)(P...);
+  LaunchSite site;
+  Params values;
+  std::array<void*, sizeof...(P) + 1> ptrs{};
+
+  template <typename... A>
+  KernelArgsOf(void (*k)(P...), const LaunchSite& s, A&&... args)
+      : kernel(k), site(s), values(std::forward<A>(args)...) {
+    point();
+  }
+  KernelArgsOf(const KernelArgsOf& o) : kernel(o.kernel), site(o.site), values(o.values) { point(); }
+  void point() {
+    std::apply([this](auto&... v) { ptrs = {static_cast<void*>(&v)..., nullptr}; }, values);
+  }
+  void** pointers() override { return ptrs.data(); }
+  bool same_values(const KernelArgs& other) const override {
+    const auto* o = dynamic_cast<const KernelArgsOf*>(&other);
+    if (!o || o->kernel != kernel) return false;
+    return same_bytes(*o, std::index_sequence_for<P...>{});
+  }
+  template <size_t... I>
+  bool same_bytes(const KernelArgsOf& o, std::index_sequence<I...>) const {
+    return (true && ... &&
+            (std::memcmp(&std::get<I>(values), &std::get<I>(o.values), sizeof(std::get<I>(values))) == 0));
+  }
+#if !defined(__CUDACC__)
+  std::unique_ptr<hostrun::NodeKernel> clone() const override { return std::make_unique<KernelArgsOf>(*this); }
+  void run(dim3 grid, dim3 block, size_t shmem) const override {
+    LaunchSite s = site;
+    s.shmem = shmem;
+    Params copy = values;
+    hostrun_execute(kernel, grid, block, s, copy);
+  }
+#endif
+};
+
+#if defined(__CUDACC__)
+
+template <typename... P, typename... A>
+void launch(void (*kernel)(P...), dim3 grid, dim3 block, LaunchSite site, cudaStream_t stream,
+            A&&... args) {
+  static_assert(sizeof...(P) == sizeof...(A), "ada::launch: wrong number of kernel arguments");
+  if (StreamRecorder* r = recorder_of(stream)) {
+    r->kernel(reinterpret_cast<const void*>(kernel), grid, block, site,
+              std::make_unique<KernelArgsOf<P...>>(kernel, site, std::forward<A>(args)...));
+    return;
+  }
+  kernel<<<grid, block, site.shmem, stream>>>(std::forward<A>(args)...);
+  check_launch(cudaGetLastError(), site, "launching");
+  if (sync_every_launch()) check_launch(cudaStreamSynchronize(stream), site, "running");
+}
+
+#else
+
+template <typename... P, typename... A>
+void launch(void (*kernel)(P...), dim3 grid, dim3 block, LaunchSite site, cudaStream_t stream,
+            A&&... args) {
+  static_assert(sizeof...(P) == sizeof...(A), "ada::launch: wrong number of kernel arguments");
+  if (StreamRecorder* r = recorder_of(stream)) {
+    r->kernel(reinterpret_cast<const void*>(kernel), grid, block, site,
+              std::make_unique<KernelArgsOf<P...>>(kernel, site, std::forward<A>(args)...));
+    return;
+  }
+  // Streams run in order: the launch is complete when this returns.
+  std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
+  hostrun_execute(kernel, grid, block, site, params);
+}
+
+#endif
+
+// cudaMemsetAsync / cudaMemcpyAsync on `stream`, or recorded with it.
+inline void memset_async(void* dst, int value, size_t bytes, cudaStream_t stream) {
+  if (bytes == 0) return;
+  if (StreamRecorder* r = recorder_of(stream)) return r->memset(dst, value, bytes);
+  CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, stream));
+}
+inline void memcpy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  if (bytes == 0) return;
+  if (StreamRecorder* r = recorder_of(stream)) return r->memcpy(dst, src, bytes, kind);
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+}
 
 }  // namespace ada

@@ -88,11 +88,9 @@ void gather_rows(cudaStream_t s, float* dst, int ldd, const float* src, int lds,
 // runs blocks one after the other, would never show it. So under the runner,
 // and in GPU builds with -DADA_CUDA_DEBUG (make NVCC_OPT="-O3 -DADA_CUDA_DEBUG"),
 // the indices are checked first; release GPU builds trust their callers.
-void check_distinct_rows(cudaStream_t s, const int* idx, int n, const char* op) {
 #if !defined(__CUDACC__) || defined(ADA_CUDA_DEBUG)
-  std::vector<int> h(n);
-  CUDA_CHECK(cudaMemcpyAsync(h.data(), idx, n * sizeof(int), cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaStreamSynchronize(s));
+namespace {
+void distinct_or_fail(const int* h, int n, const char* op) {
   std::unordered_map<int, int> first;  // destination row -> the entry that named it first
   for (int i = 0; i < n; i++) {
     const auto [at, fresh] = first.emplace(h[i], i);
@@ -101,6 +99,25 @@ void check_distinct_rows(cudaStream_t s, const int* idx, int n, const char* op) 
            std::to_string(at->second) + " and " + std::to_string(i) + "); the indices must be distinct, or two " +
            "blocks race on that row on a GPU");
   }
+}
+}  // namespace
+#endif
+
+void check_distinct_rows(cudaStream_t s, const int* idx, int n, const char* op) {
+#if !defined(__CUDACC__)
+  // Recorded for a CUDA graph: checked when the graph reaches the scatter
+  // (in the runner device memory is host memory, so a host node may read it).
+  if (StreamRecorder* r = recorder_of(s)) return r->host([idx, n, op] { distinct_or_fail(idx, n, op); });
+#elif defined(ADA_CUDA_DEBUG)
+  if (recorder_of(s))
+    fail(std::string(op) + ": ADA_CUDA_DEBUG's check of distinct rows reads device memory, which a CUDA graph's "
+         "host node cannot; run the debug build without --cuda-graph");
+#endif
+#if !defined(__CUDACC__) || defined(ADA_CUDA_DEBUG)
+  std::vector<int> h(n);
+  CUDA_CHECK(cudaMemcpyAsync(h.data(), idx, n * sizeof(int), cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  distinct_or_fail(h.data(), n, op);
 #else
   (void)s, (void)idx, (void)n, (void)op;
 #endif

@@ -42,15 +42,28 @@ int main(int argc, char** argv) {
                   c.size() > 1 ? " (rank 0; one GPU per rank)" : "");
   };
   // GPU-only: the CPU trainer's gradients are deterministic already.
-  bool deterministic = false;
-  p.add_flags = [&deterministic](Flags& f) {
+  bool deterministic = false, graphs = false;
+  p.add_flags = [&deterministic, &graphs](Flags& f) {
     f.section("GPU");
     f.add("deterministic", &deterministic,
           "bit-reproducible gradients: no float atomics (sorted embedding backward); slower");
+    f.add("cuda-graph", &graphs,
+          "launch each micro-batch's forward and backward as one CUDA graph (standard, looped, ponder, pause, cyb, "
+          "ponderlm2; cuda/step_graph.h)");
   };
-  p.configure_backend = [&deterministic](CudaBackend& be) { be.set_deterministic(deterministic); };
+  p.configure_backend = [&deterministic, &graphs](CudaBackend& be) {
+    be.set_deterministic(deterministic);
+    be.set_step_graphs(graphs);
+  };
   p.describe_backend = [](CudaBackend& be) {
-    std::printf("gemm    %s%s\n", cuda::gemm_precision_name(be.gemm()), be.deterministic() ? ", deterministic" : "");
+    std::printf("gemm    %s%s%s\n", cuda::gemm_precision_name(be.gemm()), be.deterministic() ? ", deterministic" : "",
+                be.step_graphs() ? ", CUDA graphs" : "");
+  };
+  p.report_backend = [](CudaBackend& be) {
+    if (const StepGraph::Stats* g = be.graph_stats())
+      std::printf("graphs  %lld micro-batches launched as CUDA graphs of %zu nodes; %lld built, %lld kernel and %lld "
+                  "copy parameter updates\n",
+                  g->launches, g->nodes, g->builds, g->kernel_updates, g->copy_updates);
   };
 #ifdef ADA_NCCL
   p.name = "train_gpu_nccl";

@@ -46,6 +46,40 @@ bool range_ok(const void* p, size_t bytes, bool device) {
   return is_device_range(p, bytes);
 }
 
+// Streams being recorded for a CUDA graph (set_stream_recording).
+std::map<const CUstream_st*, bool> g_recording;
+bool recording(cudaStream_t s) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = g_recording.find(s);
+  return it != g_recording.end() && it->second;
+}
+bool any_recording() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (const auto& r : g_recording)
+    if (r.second) return true;
+  return false;
+}
+
+cudaError_t copy_bytes(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (bytes == 0) return cudaSuccess;
+  if (!dst || !src) return set_error(cudaErrorInvalidValue);
+  const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
+    return set_error(cudaErrorInvalidMemcpyDirection);
+  if (!range_ok(dst, bytes, dst_dev) || !range_ok(src, bytes, src_dev))
+    return set_error(cudaErrorInvalidValue);
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t set_bytes(void* ptr, int value, size_t bytes) {
+  if (bytes == 0) return cudaSuccess;
+  if (!ptr || !range_ok(ptr, bytes, true)) return set_error(cudaErrorInvalidValue);
+  std::memset(ptr, value, bytes);
+  return cudaSuccess;
+}
+
 constexpr size_t kTotalMemory = size_t(64) << 30;  // what the "device" claims to have
 
 }  // namespace
@@ -74,6 +108,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidPc: return "invalid program counter";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorNotSupported: return "operation not supported";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case cudaErrorUnknown: return "unknown error";
   }
   return "unrecognized error code";
@@ -103,6 +138,7 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidPc: return "cudaErrorInvalidPc";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
     case cudaErrorUnknown: return "cudaErrorUnknown";
   }
   return "unrecognized error code";
@@ -161,7 +197,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+  return any_recording() ? set_error(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
+}
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   if (!free_bytes || !total_bytes) return set_error(cudaErrorInvalidValue);
@@ -215,33 +253,27 @@ cudaError_t cudaFreeHost(void* ptr) {
   return cudaSuccess;
 }
 
+// A stream being recorded takes no work directly, and nothing synchronous
+// runs while one is recorded (CUDA's global capture mode).
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  if (bytes == 0) return cudaSuccess;
-  if (!dst || !src) return set_error(cudaErrorInvalidValue);
-  const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
-  const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
-    return set_error(cudaErrorInvalidMemcpyDirection);
-  if (!range_ok(dst, bytes, dst_dev) || !range_ok(src, bytes, src_dev))
-    return set_error(cudaErrorInvalidValue);
-  std::memmove(dst, src, bytes);
-  return cudaSuccess;
+  if (any_recording()) return set_error(cudaErrorStreamCaptureUnsupported);
+  return copy_bytes(dst, src, bytes, kind);
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, kind);
+                            cudaStream_t stream) {
+  if (recording(stream)) return set_error(cudaErrorStreamCaptureUnsupported);
+  return copy_bytes(dst, src, bytes, kind);
 }
 
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
-  if (bytes == 0) return cudaSuccess;
-  if (!ptr || !range_ok(ptr, bytes, true)) return set_error(cudaErrorInvalidValue);
-  std::memset(ptr, value, bytes);
-  return cudaSuccess;
+  if (any_recording()) return set_error(cudaErrorStreamCaptureUnsupported);
+  return set_bytes(ptr, value, bytes);
 }
 
-cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) {
-  return cudaMemset(ptr, value, bytes);
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  if (recording(stream)) return set_error(cudaErrorStreamCaptureUnsupported);
+  return set_bytes(ptr, value, bytes);
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream) {
@@ -255,11 +287,17 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_recording.erase(stream);
+  }
   delete stream;
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  return recording(stream) ? set_error(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
+}
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
   if (!event) return set_error(cudaErrorInvalidValue);
@@ -272,8 +310,9 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   return cudaSuccess;
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event) return set_error(cudaErrorInvalidResourceHandle);
+  if (recording(stream)) return set_error(cudaErrorStreamCaptureUnsupported);
   event->when = std::chrono::steady_clock::now();
   event->recorded = true;
   return cudaSuccess;
@@ -310,3 +349,13 @@ std::vector<std::pair<void*, size_t>> ada::hostrun::device_allocations() {
   return out;
 }
 bool ada::hostrun::in_device_memory(const void* p, size_t bytes) { return range_ok(p, bytes, true); }
+
+void ada::hostrun::set_stream_recording(cudaStream_t stream, bool on) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_recording[stream] = on;
+}
+cudaError_t ada::hostrun::copy_for_graph(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  return copy_bytes(dst, src, bytes, kind);
+}
+cudaError_t ada::hostrun::set_for_graph(void* ptr, int value, size_t bytes) { return set_bytes(ptr, value, bytes); }
+bool ada::hostrun::stream_recording(cudaStream_t stream) { return recording(stream); }

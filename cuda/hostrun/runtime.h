@@ -17,8 +17,11 @@
 // device or checks the architecture takes the same path as on an H100/H200.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <utility>
 #include <vector>
+
+#include "hostrun/vector_types.h"
 
 enum cudaError_t {
   cudaSuccess = 0,
@@ -46,6 +49,7 @@ enum cudaError_t {
   cudaErrorInvalidPc = 718,
   cudaErrorLaunchFailure = 719,
   cudaErrorNotSupported = 801,
+  cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorUnknown = 999,
 };
 using cudaError = cudaError_t;
@@ -134,6 +138,85 @@ template <typename R, typename... P>
 cudaError_t cudaFuncSetAttribute(R (*func)(P...), cudaFuncAttribute attr, int value) {
   return cudaFuncSetAttribute(reinterpret_cast<const void*>(func), attr, value);
 }
+
+// ---- CUDA graphs (cuda/hostrun/graph.cpp) -------------------------------------
+// Explicitly built graphs whose nodes form one chain (each node depends on the
+// one added before it), as ada::StepGraph builds them: kernel, memset, 1-D
+// memcpy and host nodes. As in CUDA, a node copies its parameters when it is added (or
+// set), an executable graph copies the graph when it is instantiated, and a
+// memcpy node reads its source when the graph runs, not before. Launching an
+// executable graph runs its nodes in order before returning.
+namespace ada::hostrun {
+// What runs a kernel node: the real API gets the kernel's arguments as untyped
+// pointers, which the runner cannot call a C++ function with, so the node
+// parameters also carry this typed copy (cudaKernelNodeParams::hostrun_kernel,
+// filled in by ada::KernelArgsOf, cuda/launch.h).
+struct NodeKernel {
+  virtual ~NodeKernel() = default;
+  virtual std::unique_ptr<NodeKernel> clone() const = 0;
+  virtual void run(dim3 grid, dim3 block, size_t shmem) const = 0;
+};
+// A stream being recorded for a graph: the runtime refuses work queued on it
+// directly (memset, memcpy, event record, synchronize) and any synchronous
+// copy or memset, as CUDA does for a capturing stream.
+void set_stream_recording(cudaStream_t stream, bool on);
+bool stream_recording(cudaStream_t stream);
+// The checked copy and memset of cudaMemcpy/cudaMemset, without the refusal
+// while a stream records: what a graph's memcpy and memset nodes run.
+cudaError_t copy_for_graph(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t set_for_graph(void* ptr, int value, size_t bytes);
+}  // namespace ada::hostrun
+
+struct cudaKernelNodeParams {
+  void* func;
+  dim3 gridDim;
+  dim3 blockDim;
+  unsigned int sharedMemBytes;
+  void** kernelParams;
+  void** extra;
+  const ada::hostrun::NodeKernel* hostrun_kernel;  // the runner's own field (see NodeKernel)
+};
+struct cudaMemsetParams {
+  void* dst;
+  size_t pitch;
+  unsigned int value;
+  unsigned int elementSize;
+  size_t width;
+  size_t height;
+};
+using cudaHostFn_t = void (*)(void* user_data);
+struct cudaHostNodeParams {
+  cudaHostFn_t fn;
+  void* userData;
+};
+struct CUgraph_st;
+struct CUgraphExec_st;
+struct CUgraphNode_st;
+using cudaGraph_t = CUgraph_st*;
+using cudaGraphExec_t = CUgraphExec_st*;
+using cudaGraphNode_t = CUgraphNode_st*;
+
+cudaError_t cudaGraphCreate(cudaGraph_t* graph, unsigned int flags);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                   size_t ndeps, const cudaKernelNodeParams* params);
+cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                   size_t ndeps, const cudaMemsetParams* params);
+cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                     size_t ndeps, void* dst, const void* src, size_t count, cudaMemcpyKind kind);
+cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                 size_t ndeps, const cudaHostNodeParams* params);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                             const cudaKernelNodeParams* params);
+cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                             const cudaMemsetParams* params);
+cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec, cudaGraphNode_t node, void* dst,
+                                               const void* src, size_t count, cudaMemcpyKind kind);
+cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                           const cudaHostNodeParams* params);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
 
 namespace ada::hostrun {
 // Every live cudaMalloc allocation as (base, bytes), in address order: the

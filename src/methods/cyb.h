@@ -159,6 +159,7 @@ class CybMethod : public Method<Bk> {
     check(o.dk_init > 0 && o.dk_init < 1, "--cyb-dk-init must be in (0, 1) (got " + std::to_string(o.dk_init) + ")");
   }
   std::string name() const override { return "cyb"; }
+  bool graph_safe() const override { return true; }  // nothing read back mid-step: --cuda-graph 1 records it
   // The warm-up (CybOptions::warmup): the anytime loss before step `warm`.
   void set_step(long long step, long long total) override {
     const long long warm = o_.warmup >= 0 ? o_.warmup : total / 2;

@@ -20,6 +20,7 @@ class LoopedMethod : public Method<Bk> {
     check(K_ >= 0, "--iters must be >= 0 (got " + std::to_string(K_) + ")");
   }
   std::string name() const override { return "looped"; }
+  bool graph_safe() const override { return true; }  // nothing read back mid-step: --cuda-graph 1 records it
   int max_passes() const override { return K_ + 1; }
 
   void forward(Model<Bk>& m, const Batch& b, bool training) override {

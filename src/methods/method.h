@@ -127,6 +127,16 @@ class Method {
   // global batch of every rank through batch_comm(training).
   void set_communicator(Communicator* c) { comm_ = c; }
 
+  // True when a training forward and backward never read a device value
+  // back to the host (to size a later launch, or to decide anything), so
+  // train_gpu --cuda-graph 1 can record them and launch them as one CUDA
+  // graph (cuda/step_graph.h). The launches may still differ between steps
+  // (PonderLM-2's Jacobi count): each shape gets its own graph. False for
+  // the methods that decide on the host mid-step (AdaPonderLM's gates and
+  // compaction, latent CoT's router, TaH2's decider); recording those fails
+  // at the first read (tests/test_step_graph.cpp checks both directions).
+  virtual bool graph_safe() const { return false; }
+
   virtual void forward(Model<Bk>& m, const Batch& batch, bool training) = 0;
   // The backward leaves what the forward kept for the read-outs: every
   // method's training readout (fused_classifier.h, chunked_readout.h)

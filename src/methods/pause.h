@@ -28,6 +28,7 @@ class PauseMethod : public Method<Bk> {
           "--pause-positions must be shared or own (got '" + positions + "')");
   }
   std::string name() const override { return "pause"; }
+  bool graph_safe() const override { return true; }  // nothing read back mid-step: --cuda-graph 1 records it
   int max_passes() const override { return 1; }
   bool own_positions() const { return own_; }
   void add_params(ParamLayout& lay, const ModelConfig& c) override {

@@ -31,6 +31,7 @@ class PonderMethod : public Method<Bk> {
     check(P_ >= 1, "--ponder-steps must be >= 1 (got " + std::to_string(P_) + ")");
   }
   std::string name() const override { return "ponder"; }
+  bool graph_safe() const override { return true; }  // nothing read back mid-step: --cuda-graph 1 records it
   int max_passes() const override { return P_ + 1; }
   // e^0 = s0 sqrt(D) E[x] with s0 = P
   double default_embed_scale(const ModelConfig& c) const override { return P_ * std::sqrt((double)c.dim); }

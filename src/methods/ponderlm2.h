@@ -58,6 +58,7 @@ class PonderLM2Method : public Method<Bk> {
     check(o.jacobi_eval >= 0, "--jacobi-eval must be >= 0 (got " + std::to_string(o.jacobi_eval) + ")");
   }
   std::string name() const override { return "ponderlm2"; }
+  bool graph_safe() const override { return true; }  // nothing read back mid-step: --cuda-graph 1 records it
   // The stack runs K+1 times in a row per token (token, then K thoughts).
   int max_passes() const override { return o_.K + 1; }
   // S^0 = sqrt(2.5 D) E[x], the paper's input scale (as latent_cot)

@@ -14,6 +14,7 @@ class StandardMethod : public Method<Bk> {
  public:
   using T = typename Bk::Real;
   std::string name() const override { return "standard"; }
+  bool graph_safe() const override { return true; }  // nothing read back mid-step: --cuda-graph 1 records it
 
   void forward(Model<Bk>& m, const Batch& b, bool training) override {
     m.flops.reset();

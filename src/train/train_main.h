@@ -34,6 +34,7 @@ struct TrainProgram {
   // Picks and checks this rank's device (the GPU of its local rank).
   std::function<void(const Communicator&)> open_device;
   std::function<void(Bk&)> describe_backend;  // printed by rank 0
+  std::function<void(Bk&)> report_backend;    // printed by rank 0 after training
   // Flags of this program only (declared after the shared ones), and what
   // they set on the backend once it exists (before describe_backend).
   std::function<void(Flags&)> add_flags;
@@ -78,6 +79,7 @@ int train_main(int argc, char** argv, const TrainProgram<Bk>& p) {
     auto tok = run_tokenizer(o.tokenizer, o.model_config());
     Dataset data = load_data(o, *tok);
     trainer.run(data);
+    if (p.report_backend && comm->rank() == 0) p.report_backend(be);
     return 0;
   } catch (const std::exception& e) {
     if (comm && comm->size() > 1) {

@@ -77,6 +77,11 @@ class Trainer {
     model_ = make_model(be_, cfg_, *method_);
     model_->recompute_logits = o_.recompute_logits != 0;
     model_->init_params((uint64_t)o_.seed);
+    check(!step_graphs() || method_->graph_safe(),
+          "--cuda-graph 1: method '" + o_.method +
+              "' reads values back from the GPU during its forward (to decide which tokens go on), so its steps "
+              "cannot be recorded as a CUDA graph; run it without --cuda-graph (graphs take standard, looped, "
+              "ponder, pause, cyb and ponderlm2)");
     m_ = DeviceArray<Bk, T>(be_, model_->num_params());
     v_ = DeviceArray<Bk, T>(be_, model_->num_params());
     be_.memset_zero(m_.data(), m_.size() * sizeof(T));
@@ -92,6 +97,25 @@ class Trainer {
       comm_.broadcast_buffer(m_.data(), m_.size(), 0);
       comm_.broadcast_buffer(v_.data(), v_.size(), 0);
     }
+  }
+
+  // train_gpu --cuda-graph 1 (cuda/step_graph.h): each micro-batch's forward
+  // and backward are recorded and launched as one CUDA graph. Nothing else
+  // changes: the same host code runs every step, the optimizer, statistics
+  // and evaluation run as before.
+  bool step_graphs() const {
+    if constexpr (Bk::kDevice)
+      return be_.step_graphs();
+    else
+      return false;
+  }
+  void graph_begin() {
+    if constexpr (Bk::kDevice)
+      if (be_.step_graphs()) be_.graph_begin();
+  }
+  void graph_end() {
+    if constexpr (Bk::kDevice)
+      if (be_.step_graphs()) be_.graph_end();
   }
 
   Model<Bk>& model() { return *model_; }
@@ -203,8 +227,10 @@ class Trainer {
       for (int micro = 0; micro < o_.accum; micro++) {
         model_->arena.reset();
         Batch b = batcher.next();
+        graph_begin();  // train_gpu --cuda-graph 1: forward and backward as one CUDA graph
         method_->forward(*model_, b, true);
         method_->backward(*model_, 1.0 / o_.accum);
+        graph_end();
         if (micro + 1 < o_.accum) add_stats();  // read before the next micro-batch reuses the arena
       }
       if (world > 1) {  // the gradient mean over the ranks
