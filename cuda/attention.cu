@@ -5,7 +5,7 @@
 // causal, compacted-query, interleaved (pause) and duo-causal (depth) masks
 // are all the same code. The CPU reference is src/ops/attention.h.
 //
-// Shapes: q (N, ldq), head h in columns [h hs, (h+1) hs); K, V (B S, D),
+// Shapes: q (N, ldq) and dq (N, dq_ld()), head h in columns [h hs, (h+1) hs); K, V (B S, D),
 // D = H hs; out (N, D); lse (N, H). Query rows of sequence b are
 // qstart[b] .. qstart[b+1]-1, row r writes slot qslot[r] (increasing within a
 // sequence, and slot orders are nondecreasing, so a query tile sees only a
@@ -334,7 +334,7 @@ __global__ void __launch_bounds__(kThreads)
     if (i >= nq) continue;
     ADA_UNROLL for (int r = 0; r < kDimsPerLane; r++) {
       const int dd = lane + 32 * r;
-      if (dd < hs) dq[static_cast<size_t>(r0 + i) * d.ldq + h * hs + dd] = acc[qi][r] * scale;
+      if (dd < hs) dq[static_cast<size_t>(r0 + i) * d.dq_ld() + h * hs + dd] = acc[qi][r] * scale;
     }
   }
 }

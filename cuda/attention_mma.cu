@@ -3,7 +3,7 @@
 // first, it is the readable reference) with the matrix products on mma.sync
 // m16n8k16 (bf16 in, fp32 accumulate) through the primitives of warp_mma.h.
 //
-// Shapes: q (N, ldq), head h in columns [h hs, (h+1) hs); K, V (B S, D),
+// Shapes: q (N, ldq) and dq (N, dq_ld()), head h in columns [h hs, (h+1) hs); K, V (B S, D),
 // D = H hs; out (N, D); lse (N, H). Sequence b's query rows are
 // qstart[b] .. qstart[b+1]-1; row r is the query of slot qslot[r]. hs = HS, a
 // template parameter: a multiple of 16 up to 128.
@@ -397,7 +397,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = 0; e < 4; e++) {
       const int i = 16 * wm + g + 8 * (e >> 1);
       if (i >= nq) continue;
-      float* row = dq + static_cast<size_t>(r0 + i) * d.ldq + h * HS + (HS / 2) * wn + 2 * t + (e & 1);
+      float* row = dq + static_cast<size_t>(r0 + i) * d.dq_ld() + h * HS + (HS / 2) * wn + 2 * t + (e & 1);
       ADA_UNROLL
       for (int j = 0; j < kNTq; j++) atomicAdd(row + 8 * j, acc[j][e] * scale);
     }
@@ -498,7 +498,7 @@ void attention_mma_backward(cudaStream_t s, float* dq, float* dK, float* dV, con
   check(work != nullptr, "attention_mma_backward: needs a workspace (attention_mma_backward_work_bytes)");
   float* Dvec = static_cast<float*>(work);
   launch(attention_mma_delta_kernel, blocks_for(static_cast<size_t>(d.N) * d.H, 8), 256, 0, s, Dvec, dq, dout, out,
-         d.N, d.H, d.hs, d.ldq);
+         d.N, d.H, d.hs, d.dq_ld());
   switch (d.hs) {
 #define ADA_CASE(n) \
   case n: backward_hs<n>(s, dq, dK, dV, dout, lse, Dvec, q, K, V, qslot, qstart, km, d); break;

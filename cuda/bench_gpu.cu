@@ -442,7 +442,8 @@ void bench_steps(CudaBackend& be, const std::string& methods, int B, int T, int 
               "  and reserved (as train_gpu's end-of-run memory line); device = cudaMemGetInfo's used memory after the steps\n");
   std::printf("  waits = the host's waits for the GPU per step (gate reads that size launches, the statistics, the step's end)\n");
   std::printf("  method+graph: its forward and backward launched as one CUDA graph (train_gpu --cuda-graph 1)\n");
-  std::printf("%-16s %-5s %10s %10s %9s %7s %8s %6s %8s %8s %8s %8s\n", "method", "gemm", "ms/step", "tok/s", "TFLOP/s", "MFU",
+  std::printf("  method+bf16acts: the blocks' saved q, attention output and gate|up in bf16 (train_gpu --bf16-acts 1)\n");
+  std::printf("%-20s %-5s %10s %10s %9s %7s %8s %6s %8s %8s %8s %8s\n", "method", "gemm", "ms/step", "tok/s", "TFLOP/s", "MFU",
               "passes", "waits", "state", "act", "act resv", "device");
   size_t start = 0;
   while (start <= methods.size()) {
@@ -451,17 +452,24 @@ void bench_steps(CudaBackend& be, const std::string& methods, int B, int T, int 
     std::string name = methods.substr(start, end - start);
     start = end + 1;
     if (name.empty()) continue;
-    // "standard+graph": the forward and backward launched as one CUDA graph (train_gpu --cuda-graph 1)
+    // "standard+graph": the forward and backward launched as one CUDA graph (train_gpu --cuda-graph 1);
+    // "adaponder+bf16acts": bf16 storage of the blocks' largest saved activations (train_gpu --bf16-acts 1)
     const std::string label = name;
-    const bool graphs = name.size() > 6 && name.compare(name.size() - 6, 6, "+graph") == 0;
-    if (graphs) name.resize(name.size() - 6);
+    auto strip = [&name](const std::string& suffix) {
+      const bool has = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+      if (has) name.resize(name.size() - suffix.size());
+      return has;
+    };
+    const bool bf16_acts = strip("+bf16acts");
+    const bool graphs = strip("+graph");
     MethodOptions mo;
     auto meth = make_method<CudaBackend>(name, mo);
     if (graphs && !meth->graph_safe()) {
-      std::printf("%-16s (skipped: the method reads values back mid-step, no CUDA graph)\n", label.c_str());
+      std::printf("%-20s (skipped: the method reads values back mid-step, no CUDA graph)\n", label.c_str());
       continue;
     }
     auto model = make_model(be, preset_config("70m"), *meth);
+    model->bf16_acts = bf16_acts;
     model->init_params(1);
     const size_t n = model->num_params();
     Buffer m(n), v(n);
@@ -501,7 +509,7 @@ void bench_steps(CudaBackend& be, const std::string& methods, int B, int T, int 
     const double mib = 1024.0 * 1024.0, state = training_state_bytes((double)n, sizeof(float));
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    std::printf("%-16s %-5s %10.1f %10.0f %9.1f %6.1f%% %8.2f %6.1f %8.1f %8.1f %8.1f %8.0f\n", label.c_str(),
+    std::printf("%-20s %-5s %10.1f %10.0f %9.1f %6.1f%% %8.2f %6.1f %8.1f %8.1f %8.1f %8.0f\n", label.c_str(),
                 cuda::gemm_precision_name(be.gemm()), secs / steps * 1e3, tok_s, tflops, 100 * tflops / peak,
                 passes / steps, waits / steps, state / mib, model->arena.peak_used() / mib, model->arena.peak_capacity() / mib,
                 (double)(total_b - free_b) / mib);
@@ -515,14 +523,14 @@ int main(int argc, char** argv) {
   try {
     int batch = 16, seq = 1024, steps = 5, reps = 10;
     double peak = 989;
-    std::string methods = "standard,standard+graph,adaponder", gemms = "fp32,tf32,bf16,bf16mma", parts = "gemm,kernels,steps";
+    std::string methods = "standard,standard+graph,adaponder,adaponder+bf16acts", gemms = "fp32,tf32,bf16,bf16mma", parts = "gemm,kernels,steps";
     Flags f("bench_gpu", "GPU kernel and training-step throughput on the 70m shapes, with cuBLAS as the yardstick.");
     f.add("--batch", &batch, "sequences per step (B)");
     f.add("--seq", &seq, "sequence length (T)");
     f.add("--steps", &steps, "timed training steps per method (after 2 warm-up steps)");
     f.add("--reps", &reps, "timed repetitions per kernel (after 1 warm-up)");
     f.add("--methods", &methods,
-          "comma-separated methods for the whole-step benchmark; NAME+graph launches its step as a CUDA graph");
+          "comma-separated methods for the whole-step benchmark; NAME+graph launches its step as a CUDA graph, NAME+bf16acts stores its saved activations in bf16");
     f.add("--gemms", &gemms, "GEMMs to benchmark: fp32, tf32, bf16 (gemm() at that precision), bf16mma (gemm_mma_pipelined on bf16 operands); the steps use ADA_GEMM, default bf16");
     f.add("--parts", &parts, "what to run: gemm, kernels, steps");
     f.add("--peak", &peak, "dense bf16 peak of the GPU in TFLOP/s, for MFU");

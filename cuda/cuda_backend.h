@@ -196,6 +196,15 @@ class CudaBackend {
   void scatter_rows(float* dst, int ldd, const float* src, int lds, const int* idx, int n, int w) {
     cuda::scatter_rows(stream, dst, ldd, src, lds, idx, n, w);
   }
+  void copy_block(float* dst, int ldd, const float* src, int lds, int n, int w) {
+    cuda::copy_block(stream, dst, ldd, src, lds, n, w);
+  }
+  void to_bf16(uint16_t* dst, int ldd, const float* src, int lds, int n, int w) {
+    cuda::to_bf16(stream, dst, ldd, src, lds, n, w);
+  }
+  void from_bf16(float* dst, int ldd, const uint16_t* src, int lds, int n, int w) {
+    cuda::from_bf16(stream, dst, ldd, src, lds, n, w);
+  }
   void scatter_add_rows(float* dst, int ldd, const float* src, int lds, const int* idx, int n, int w) {
     cuda::scatter_add_rows(stream, dst, ldd, src, lds, idx, n, w);
   }

@@ -234,7 +234,7 @@ fi
 # ---- benchmark --------------------------------------------------------------
 why=$(need "$BUILD/bench_gpu")
 if [ -n "$why" ]; then not_run bench_gpu "$why"
-else stage bench_gpu 150 "$BUILD/bench_gpu" --reps 5 --steps 3 --methods standard,standard+graph,adaponder
+else stage bench_gpu 150 "$BUILD/bench_gpu" --reps 5 --steps 3 --methods standard,standard+graph,adaponder,adaponder+bf16acts
 fi
 
 # ---- every method at the 70m config -----------------------------------------
@@ -267,15 +267,19 @@ train_one() {  # train_one <method> [<run name> [VAR=value ...]]: 30 steps with 
 # tok/s beside the default runs' are the first end-to-end measure of both.
 # standard_graph and cyb_graph: --cuda-graph 1 (each micro-batch's forward and
 # backward launched as one CUDA graph, cuda/step_graph.h), against the
-# standard and cyb runs before them.
+# standard and cyb runs before them. adaponder_bf16acts: --bf16-acts 1 (the
+# blocks' saved q, attention output and gate|up in bf16), its loss and peak
+# memory against the adaponder run's.
 for r in standard looped ponder pause adaponder cyb latent_cot ponderlm2 tah standard_mma adaponder_mma \
-  standard_graph cyb_graph; do
+  standard_graph cyb_graph adaponder_bf16acts; do
   m=${r%_mma}
   m=${m%_graph}
+  m=${m%_bf16acts}
   extra=()
   export TRAIN_FLAGS=""
   [ "$r" = "${m}_mma" ] && extra=(ADA_GEMM=bf16mma ADA_ATTN=mma)
   [ "$r" = "${m}_graph" ] && TRAIN_FLAGS="--cuda-graph"
+  [ "$r" = "${m}_bf16acts" ] && TRAIN_FLAGS="--bf16-acts 1"
   why=$(need "$BUILD/bin/train_gpu" data)
   if [ -n "$why" ]; then not_run "train_$r" "$why"; continue; fi
   stage "train_$r" 60 train_one "$m" "$r" ${extra[@]+"${extra[@]}"}

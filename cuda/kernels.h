@@ -14,6 +14,7 @@
 // B sequences, S slots per sequence, H heads, hs head size, M/Nc/K GEMM sizes.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "compat.h"
 #include "ops/attention_mask.h"
@@ -123,6 +124,13 @@ void gather_rows(cudaStream_t s, float* dst, int ldd, const float* src, int lds,
 void scatter_rows(cudaStream_t s, float* dst, int ldd, const float* src, int lds, const int* idx, int n, int w);
 void scatter_add_rows(cudaStream_t s, float* dst, int ldd, const float* src, int lds, const int* idx, int n, int w);
 void scale_rows(cudaStream_t s, float* y, const float* x, const float* scale, int n, int D);
+
+// ---- saved_store.cu --------------------------------------------------------
+// Row blocks (n, w) with row strides ldd, lds (src/ops/saved_store.h):
+// dst = src; dst = bf16(src) (round to nearest even); dst = float(src).
+void copy_block(cudaStream_t s, float* dst, int ldd, const float* src, int lds, int n, int w);
+void to_bf16(cudaStream_t s, uint16_t* dst, int ldd, const float* src, int lds, int n, int w);
+void from_bf16(cudaStream_t s, float* dst, int ldd, const uint16_t* src, int lds, int n, int w);
 void row_dot(cudaStream_t s, float* out, const float* a, const float* b, int n, int D);
 void add(cudaStream_t s, float* y, const float* a, const float* b, size_t n);
 void axpy(cudaStream_t s, float* y, float alpha, const float* x, size_t n);

@@ -153,11 +153,13 @@ TEST(Arena, BackwardHoldsOnePassOfTemporaries) {
 }
 
 // What one pass of the block stack keeps for its backward: per row and layer
-// rstd1, qkv, att, lse, x_mid, rstd2, gu and x_out, that is 6D + 2F + H + 2
-// values, plus the plan's three small index arrays. The normalised inputs
-// of the two RMSNorms and the SwiGLU output (2D + F more) are recomputed by
-// the backward (selective recomputation, Model::LayerActs), so a forward
-// that kept them would fail here. N is a multiple of 64 rows, so every
+// rstd1, q, att, lse, x_mid, rstd2, gu and x_out, that is 4D + 2F + H + 2
+// values, plus the plan's three small index arrays. Of q | k | v only q is
+// kept (k and v are in the KV store), and the normalised inputs of the two
+// RMSNorms and the SwiGLU output (2D + F more) are recomputed by the
+// backward (selective recomputation, Model::LayerActs), so a forward that
+// kept any of them would fail here. With bf16_acts, q, att and gu (2D + 2F)
+// take 2 bytes a value instead of 4. N is a multiple of 64 rows, so every
 // per-layer buffer is a whole number of the arena's 256-byte units.
 TEST(Arena, PassSavesOnlyWhatTheBackwardCannotRecompute) {
   CpuBackend<float> be;
@@ -168,19 +170,23 @@ TEST(Arena, PassSavesOnlyWhatTheBackwardCannotRecompute) {
   Model<CpuBackend<float>> m(be, cfg, lay);
   m.init_params(1);
   const int B = 4, T = 16, N = B * T, D = cfg.dim, F = cfg.hidden, H = cfg.heads;
-  m.arena.reset();
-  KvStore<CpuBackend<float>> kv;
-  kv.init(be, m.arena, B, T, cfg.layers, D, kAnyDepth, false);
-  float* x = m.zeros((size_t)N * D);
-  const size_t before = m.arena.used();
-  auto acts = m.forward_pass(PassPlan::dense(B, T, T), kv, x);
-  const size_t saved = m.arena.used() - before;
-  const size_t index_bytes = 2 * 256 + 256;  // slot, pos (N ints each) and qstart (B + 1), each rounded up
-  const size_t per_layer = sizeof(float) * (size_t)N * (6 * D + 2 * F + H + 2);
-  EXPECT_EQ(saved, index_bytes + cfg.layers * per_layer)
-      << "a pass saved " << saved << " bytes; 6D + 2F + H + 2 floats per row and layer would be "
-      << index_bytes + cfg.layers * per_layer;
-  EXPECT_EQ(acts.layers.size(), (size_t)cfg.layers);
+  for (bool half : {false, true}) {
+    SCOPED_TRACE(half ? "bf16_acts" : "fp32 storage");
+    m.bf16_acts = half;
+    m.arena.reset();
+    KvStore<CpuBackend<float>> kv;
+    kv.init(be, m.arena, B, T, cfg.layers, D, kAnyDepth, false);
+    float* x = m.zeros((size_t)N * D);
+    const size_t before = m.arena.used();
+    auto acts = m.forward_pass(PassPlan::dense(B, T, T), kv, x);
+    const size_t saved = m.arena.used() - before;
+    const size_t index_bytes = 2 * 256 + 256;  // slot, pos (N ints each) and qstart (B + 1), each rounded up
+    const size_t per_layer = sizeof(float) * (size_t)N * (2 * D + H + 2) + (half ? 2 : 4) * (size_t)N * (2 * D + 2 * F);
+    EXPECT_EQ(saved, index_bytes + cfg.layers * per_layer)
+        << "a pass saved " << saved << " bytes; 4D + 2F + H + 2 values per row and layer would be "
+        << index_bytes + cfg.layers * per_layer;
+    EXPECT_EQ(acts.layers.size(), (size_t)cfg.layers);
+  }
 }
 
 // The memory check that refuses a run before anything is allocated

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -655,6 +656,49 @@ TEST(CudaKernels, Rows) {
   c.copy(z.data(), x.data(), m);
   g.copy(d_z.p(), d_x.p(), m);
   expect_close("copy", d_z.get(), z);
+}
+
+// The saved-activation stores (cuda/saved_store.cu): the same bits as the CPU
+// twins (the copy is a copy; the rounding is round-to-nearest-even on both),
+// on a strided, partial-width block of values of every size: normal, tiny,
+// subnormal, huge (rounding to infinity), ties, zeros of both signs.
+TEST(CudaKernels, SavedStore) {
+  Gpu g(GemmPrecision::Fp32);
+  Cpu c;
+  const int n = 37, w = 150, lds = 161, ldd = 157;
+  Vec src = randn(static_cast<size_t>(n) * lds, 110);
+  ada::Rng r(111);
+  for (size_t i = 0; i < src.size(); i += 3) {
+    const uint32_t u = static_cast<uint32_t>(r.next_u64());  // any bit pattern but NaN
+    float f;
+    std::memcpy(&f, &u, 4);
+    if (!std::isnan(f)) src[i] = f;
+  }
+  src[0] = 1.0f + 0x1p-8f, src[1] = 1.0f + 3 * 0x1p-8f, src[2] = -0.0f, src[4] = 3.4e38f, src[5] = 1e-42f;
+  const Vec src_back = src;
+  Dev<float> d_src(g, src);
+  {
+    Vec dst = randn(static_cast<size_t>(n) * ldd, 112);
+    Dev<float> d_dst(g, dst);
+    c.copy_block(dst.data(), ldd, src.data() + 3, lds, n, w);
+    g.copy_block(d_dst.p(), ldd, d_src.p() + 3, lds, n, w);
+    EXPECT_EQ(d_dst.get(), dst) << "copy_block";
+  }
+  std::vector<uint16_t> h(static_cast<size_t>(n) * ldd, 0x1234);
+  Dev<uint16_t> d_h(g, h);
+  c.to_bf16(h.data(), ldd, src.data() + 3, lds, n, w);
+  g.to_bf16(d_h.p(), ldd, d_src.p() + 3, lds, n, w);
+  EXPECT_EQ(d_h.get(), h) << "to_bf16: the same bits as the CPU's rounding";
+  Vec back = randn(static_cast<size_t>(n) * lds, 113);
+  Dev<float> d_back(g, back);
+  c.from_bf16(back.data() + 1, lds, h.data(), ldd, n, w);
+  g.from_bf16(d_back.p() + 1, lds, d_h.p(), ldd, n, w);
+  const Vec got = d_back.get();
+  ASSERT_EQ(got.size(), back.size());
+  size_t same = 0;
+  for (size_t i = 0; i < got.size(); i++) same += std::memcmp(&got[i], &back[i], 4) == 0;
+  EXPECT_EQ(same, got.size()) << "from_bf16: the same bits";
+  EXPECT_EQ(d_src.get(), src_back) << "the source is read, not written";
 }
 
 TEST(CudaKernels, SumAndSumSquares) {

@@ -70,6 +70,9 @@ struct Variant {
   // recompute their logits chunk by chunk in the backward (the tests' chunks
   // are 5 rows: tests/test_environment.cpp, so the 14 rows make 3 chunks).
   bool recompute_logits = false;
+  // Model::bf16_acts (--bf16-acts): the blocks' saved q, attention output and
+  // gate|up in bf16, on both sides (the two backends round alike).
+  bool bf16_acts = false;
 };
 
 // Every registered method with small pass counts, plus AdaPonderLM with a
@@ -134,6 +137,14 @@ std::vector<Variant> variants() {
     if (name == "tah") v.back().bf16_opts.tah.alpha = 0, v.back().bf16_scale = 0.2;  // as tah above
     v.back().recompute_logits = true;
   }
+  // bf16 storage of the saved activations: the plain stack, several passes,
+  // pruned and compacted passes (fewer rows per pass), TaH2's depths
+  for (const std::string& name : {"standard", "ponder", "adaponder_pruning", "tah"}) {
+    v.push_back(variant(name + "_bf16_acts", name == "adaponder_pruning" ? "adaponder" : name,
+                        name == "adaponder_pruning" ? pruned_rc : mo));  // pruned_rc: tau 0.5, compaction on
+    if (name == "tah") v.back().bf16_opts.tah.alpha = 0, v.back().bf16_scale = 0.2;  // as tah above
+    v.back().bf16_acts = true;
+  }
   return v;
 }
 
@@ -163,11 +174,12 @@ struct StepResult {
 // gate biases kept near their init so AdaPonderLM's gates start open.
 template <class Bk>
 StepResult run_step(Bk& be, const std::string& name, const ada::MethodOptions& opts, double scale,
-                    const ada::ModelConfig& cfg, bool recompute_logits) {
+                    const ada::ModelConfig& cfg, bool recompute_logits, bool bf16_acts) {
   using T = typename Bk::Real;
   auto method = ada::make_method<Bk>(name, opts);
   auto model = ada::make_model(be, cfg, *method);
   model->recompute_logits = recompute_logits;
+  model->bf16_acts = bf16_acts;
   std::vector<double> host(model->num_params());
   ada::Rng r(4);
   for (auto& p : model->layout.tensors())
@@ -229,8 +241,8 @@ void compare_step(const Variant& v, GemmPrecision p, const Tolerances& tol,
   const double scale = attn == ada::cuda::AttnKernel::Mma && v.attn_mma_scale > 0 ? v.attn_mma_scale
                        : bf16                                                     ? v.bf16_scale
                                                                                   : v.scale;
-  const StepResult want = run_step(cpu, v.method, opts, scale, cfg, v.recompute_logits);
-  const StepResult got = run_step(gpu, v.method, opts, scale, cfg, v.recompute_logits);
+  const StepResult want = run_step(cpu, v.method, opts, scale, cfg, v.recompute_logits, v.bf16_acts);
+  const StepResult got = run_step(gpu, v.method, opts, scale, cfg, v.recompute_logits, v.bf16_acts);
   const bool verbose = std::getenv("ADA_VERBOSE") != nullptr;
   const std::string tag = v.label + " (" + ada::cuda::gemm_precision_name(p) +
                           (attn == ada::cuda::AttnKernel::Mma ? ", attention mma" : "") + ")";
@@ -313,6 +325,7 @@ TEST_P(CudaStep, HostWaitsPerStep) {
   auto method = ada::make_method<Gpu>(v.method, v.opts);
   auto model = ada::make_model(be, ada::preset_config("test"), *method);
   model->recompute_logits = v.recompute_logits;
+  model->bf16_acts = v.bf16_acts;
   model->init_params(1);
   method->set_step(60, 100);
   const Batch b = random_batch(2, 7, model->cfg.vocab, 5);
@@ -348,11 +361,11 @@ TEST_P(CudaStep, HostWaitsPerStep) {
   //                and the depth labels (one read of every depth's log-probabilities).
   // Every other variant decides nothing from the GPU's values (the matched policy draws its exits on the host,
   // the fixed-depth TaH2 runs every token through every depth).
-  // (Recomputing the logits adds no wait: the variant waits as the one it recomputes.)
+  // (Recomputing the logits or storing bf16 adds no wait: the variant waits as the one it varies.)
   std::string base = v.label;
-  const std::string rc = "_recompute_logits";
-  if (base.size() > rc.size() && base.compare(base.size() - rc.size(), rc.size(), rc) == 0)
-    base.resize(base.size() - rc.size());
+  for (const std::string rc : {"_recompute_logits", "_bf16_acts"})
+    if (base.size() > rc.size() && base.compare(base.size() - rc.size(), rc.size(), rc) == 0)
+      base.resize(base.size() - rc.size());
   long long want_in = 0;
   if (base == "adaponder" || base == "adaponder_pruning" || base == "adaponder_masked") want_in = 2;
   if (base == "latent_cot") want_in = 3;

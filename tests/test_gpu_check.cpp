@@ -59,7 +59,8 @@ TEST(GpuCheck, WithoutGpuEveryStageSaysWhyItDidNotRun) {
   }
   EXPECT_EQ(text(st.items[0], "reason"), "nvcc not found (install the CUDA toolkit or set NVCC=/path/to/nvcc)");
   for (const char* m : {"standard", "looped", "ponder", "pause", "adaponder", "cyb", "latent_cot", "ponderlm2", "tah",
-                        "standard_mma", "adaponder_mma", "standard_graph", "cyb_graph"})
+                        "standard_mma", "adaponder_mma", "standard_graph", "cyb_graph",
+                        "adaponder_bf16acts"})
     EXPECT_NE(std::find(names.begin(), names.end(), std::string("train_") + m), names.end()) << m;
   EXPECT_NE(r.out.find("== test_gpu: not run: no GPU (no NVIDIA driver: nvidia-smi not found)"), std::string::npos)
       << r.out;

@@ -21,6 +21,7 @@
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 #include "ops/rows.h"
+#include "ops/saved_store.h"
 #include "ops/softmax.h"
 #include "ops/swiglu.h"
 #include "ops/topk.h"
@@ -143,6 +144,11 @@ class CpuBackend {
   }
   void scatter_add_rows(T* dst, int ldd, const T* src, int lds, const int* idx, int n, int w) {
     ada::scatter_add_rows(dst, ldd, src, lds, idx, n, w);
+  }
+  void copy_block(T* dst, int ldd, const T* src, int lds, int n, int w) { ada::copy_block(dst, ldd, src, lds, n, w); }
+  void to_bf16(uint16_t* dst, int ldd, const T* src, int lds, int n, int w) { ada::to_bf16(dst, ldd, src, lds, n, w); }
+  void from_bf16(T* dst, int ldd, const uint16_t* src, int lds, int n, int w) {
+    ada::from_bf16(dst, ldd, src, lds, n, w);
   }
   void scale_rows(T* y, const T* x, const T* s, int n, int D) { ada::scale_rows(y, x, s, n, D); }
   void row_dot(T* out, const T* a, const T* b, int n, int D) { ada::row_dot(out, a, b, n, D); }

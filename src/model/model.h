@@ -21,6 +21,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -77,23 +78,34 @@ class Model {
     T* head;  // == embed when tied
   };
 
+  // One saved activation the backward reads back, (rows, w) with row stride
+  // w: kept in T, or rounded to bf16 when bf16_acts is set (saved(), save()
+  // and load(), below).
+  struct Saved {
+    T* t = nullptr;         // T storage
+    uint16_t* h = nullptr;  // bf16 storage
+  };
   // Saved activations of one block (each comment: what the backward uses it
-  // for). The three inputs of weight gradients that are one cheap elementwise
-  // op away from a saved tensor are not kept but recomputed in backward_pass
-  // (selective recomputation):
-  //   xn1 = RMSNorm(x_in),  xn2 = RMSNorm(x_mid),  act = SwiGLU(gu).
-  // That drops 2D + F of the 8D + 3F + H + 2 values a row saved per layer
-  // (29% at the 70m shapes) for two RMSNorms and one SwiGLU per layer in the
-  // backward; bit-identical, since the same kernel reruns on the same input.
+  // for): 4D + 2F + H + 2 values a row per layer (4874 at the 70m shapes).
+  // Nothing is kept twice or kept when one cheap op away:
+  //   * of q | k | v only q: k and v are in the KV store, which the backward
+  //     reads anyway (2D a row; 17% at the 70m shapes);
+  //   * the three inputs of weight gradients that are one elementwise op
+  //     away from a saved tensor are recomputed in backward_pass (selective
+  //     recomputation): xn1 = RMSNorm(x_in), xn2 = RMSNorm(x_mid),
+  //     act = SwiGLU(gu) (2D + F a row, for two RMSNorms and one SwiGLU per
+  //     layer in the backward).
+  // Both bit-identical: the same values, or the same kernel rerun on the same
+  // input. bf16_acts halves q, att and gu (2D + 2F: 39% of the rest at 70m).
   struct LayerActs {
     const T* x_in;  // block input: RMSNorm 1 backward, and xn1 again for Wqkv backward
     T* rstd1;       // RMSNorm 1 backward
-    T* qkv;         // roped q, k and v: attention backward
-    T* att;         // attention output: Wo backward, and D_i = dO . O in attention backward
+    Saved q;        // roped q (N, D): attention backward
+    Saved att;      // attention output: Wo backward, and D_i = dO . O in attention backward
     T* lse;         // attention log-sum-exp (N, H): recompute P in backward
     T* x_mid;       // RMSNorm 2 backward, and xn2 again for Wgu backward
     T* rstd2;       // RMSNorm 2 backward
-    T* gu;          // SwiGLU backward, and act again for Wd backward
+    Saved gu;       // gate | up (N, 2F): SwiGLU backward, and act again for Wd backward
     T* x_out;       // block output (next block's x_in)
   };
   struct PassActs {
@@ -204,21 +216,30 @@ class Model {
       const LayerPtrs& W = w.layers[l];
       LayerActs s;
       s.x_in = x;
-      s.rstd1 = alloc(N), s.qkv = alloc(N * 3 * D), s.att = alloc(N * D), s.lse = alloc(N * H);
-      s.x_mid = alloc(N * D), s.rstd2 = alloc(N), s.gu = alloc(N * 2 * F), s.x_out = alloc(N * D);
-      auto tmp = scratch();  // xn (xn1, then xn2) and act: recomputed by the backward, released here
+      s.rstd1 = alloc(N), s.q = saved(N, D), s.att = saved(N, D), s.lse = alloc(N * H);
+      s.x_mid = alloc(N * D), s.rstd2 = alloc(N), s.gu = saved(N, 2 * F), s.x_out = alloc(N * D);
+      // xn (xn1, then xn2) and act: recomputed by the backward; qkv: k and v
+      // go to the KV store, q is saved; att and gu: their T copies when the
+      // saved ones are bf16. Released at the end of the layer.
+      auto tmp = scratch();
       T* xn = alloc(N * D);
       T* act = alloc(N * F);
+      T* qkv = alloc(N * 3 * D);
+      T* att = s.att.t ? s.att.t : alloc(N * D);
+      T* gu = s.gu.t ? s.gu.t : alloc(N * 2 * F);
       be.rmsnorm_forward(xn, s.rstd1, x, W.attn_norm, N, D, cfg.norm_eps);  // xn1
-      be.matmul_forward(s.qkv, xn, W.wqkv, N, D, 3 * D);
-      be.rope_forward(s.qkv, 3 * D, 2 * H, a.pos, N, hs, rope_cos.data(), rope_sin.data());  // q and k heads
-      write_kv(a, kv.K[l], s.qkv + D);
-      write_kv(a, kv.V[l], s.qkv + 2 * D);
-      be.attention_forward(s.att, s.lse, s.qkv, kv.K[l], kv.V[l], a.slot, a.qstart, kv.meta(), dims);
+      be.matmul_forward(qkv, xn, W.wqkv, N, D, 3 * D);
+      be.rope_forward(qkv, 3 * D, 2 * H, a.pos, N, hs, rope_cos.data(), rope_sin.data());  // q and k heads
+      write_kv(a, kv.K[l], qkv + D);
+      write_kv(a, kv.V[l], qkv + 2 * D);
+      be.attention_forward(att, s.lse, qkv, kv.K[l], kv.V[l], a.slot, a.qstart, kv.meta(), dims);
+      save(s.q, qkv, 3 * D, N, D);
       be.copy(s.x_mid, x, (size_t)N * D);
-      be.matmul_forward(s.x_mid, s.att, W.wo, N, D, D, /*accumulate=*/true);  // x + att Wo^T
+      be.matmul_forward(s.x_mid, att, W.wo, N, D, D, /*accumulate=*/true);  // x + att Wo^T
+      save(s.att, att, D, N, D);
       be.rmsnorm_forward(xn, s.rstd2, s.x_mid, W.mlp_norm, N, D, cfg.norm_eps);  // xn2
-      be.matmul_swiglu_forward(s.gu, act, xn, W.wgu, N, D, F);  // gu = xn2 Wgu^T, act = SwiGLU(gu)
+      be.matmul_swiglu_forward(gu, act, xn, W.wgu, N, D, F);  // gu = xn2 Wgu^T, act = SwiGLU(gu)
+      save(s.gu, gu, 2 * F, N, 2 * F);
       be.copy(s.x_out, s.x_mid, (size_t)N * D);
       be.matmul_forward(s.x_out, act, W.wd, N, F, D, /*accumulate=*/true);  // x_mid + act Wd^T
       a.layers.push_back(s);
@@ -235,7 +256,8 @@ class Model {
   void backward_pass(const PassActs& a, KvStore<Bk>& kv, T* dx) {
     const int N = a.n, D = cfg.dim, F = cfg.hidden, H = cfg.heads, hs = cfg.head_dim();
     check(kv.dK.size() == (size_t)cfg.layers && kv.dK[0] != nullptr, "KV store has no gradient buffers");
-    const AttnDims dims{N, kv.B, kv.S, H, hs, 3 * D};
+    AttnDims dims{N, kv.B, kv.S, H, hs, /*ldq=*/D};  // q as saved (N, D), dq into dqkv (N, 3D)
+    dims.lddq = 3 * D;
     auto tmp = scratch();  // the layers' gradient buffers, released on return
     T* dact = alloc(N * F);
     T* dgu = alloc(N * 2 * F);
@@ -245,21 +267,28 @@ class Model {
     T* act = alloc(N * F);  // recomputed SwiGLU(gu) of each layer
     T* xn = alloc(N * D);   // recomputed xn2, then xn1, of each layer
     T* rstd = alloc(N);     // the recomputation's own copy of rstd (equal to the saved one)
+    // saved in bf16 (bf16_acts at the forward): each layer's gu widened back
+    // to T, then (gu read for the last time) its att and q in the same bytes
+    const bool half = !a.layers.empty() && a.layers[0].gu.h != nullptr;
+    T* wide = half ? alloc((size_t)N * std::max(2 * F, 2 * D)) : nullptr;
+    T* wide_q = half ? wide + (size_t)N * D : nullptr;
     for (int l = cfg.layers - 1; l >= 0; l--) {
       const LayerPtrs& W = w.layers[l];
       const LayerPtrs& G = g.layers[l];
       const LayerActs& s = a.layers[l];
+      const T* gu = load(s.gu, wide, N, 2 * F);
       // x_out = x_mid + act Wd^T
-      be.swiglu_forward(act, s.gu, N, F);
+      be.swiglu_forward(act, gu, N, F);
       be.matmul_backward(dact, G.wd, dx, act, W.wd, N, F, D);
-      be.swiglu_backward(dgu, dact, s.gu, N, F);
+      be.swiglu_backward(dgu, dact, gu, N, F);
       be.rmsnorm_forward(xn, rstd, s.x_mid, W.mlp_norm, N, D, cfg.norm_eps);  // xn2
       be.matmul_backward(dxn, G.wgu, dgu, xn, W.wgu, N, D, 2 * F);
       be.rmsnorm_backward(dx, G.mlp_norm, dxn, s.x_mid, W.mlp_norm, s.rstd2, N, D);  // dx is now dL/dx_mid
       // x_mid = x_in + att Wo^T
-      be.matmul_backward(datt, G.wo, dx, s.att, W.wo, N, D, D);
-      be.attention_backward(dqkv, kv.dK[l], kv.dV[l], datt, s.att, s.lse, s.qkv, kv.K[l], kv.V[l], a.slot,
-                            a.qstart, kv.meta(), dims);
+      const T* att = load(s.att, wide, N, D);  // gu is not read again in this layer
+      be.matmul_backward(datt, G.wo, dx, att, W.wo, N, D, D);
+      be.attention_backward(dqkv, kv.dK[l], kv.dV[l], datt, att, s.lse, load(s.q, wide_q, N, D), kv.K[l], kv.V[l],
+                            a.slot, a.qstart, kv.meta(), dims);
       read_kv_grad(a, dqkv + D, kv.dK[l]);      // own keys' gradient
       read_kv_grad(a, dqkv + 2 * D, kv.dV[l]);  // own values' gradient
       be.rope_backward(dqkv, 3 * D, 2 * H, a.pos, N, hs, rope_cos.data(), rope_sin.data());
@@ -323,6 +352,29 @@ class Model {
   }
 
   T* alloc(size_t n) { return arena.template alloc<T>(n); }
+  // A saved activation of (rows, w), in T or bf16 (bf16_acts); save() fills it
+  // from src (row stride lds): a copy, nothing when src is its own T buffer,
+  // or rounding to bf16. load() gives it back in T: its own buffer, or widened
+  // into `scratch` (rows, w).
+  Saved saved(size_t rows, size_t w) {
+    Saved s;
+    if (bf16_acts)
+      s.h = arena.template alloc<uint16_t>(rows * w);
+    else
+      s.t = alloc(rows * w);
+    return s;
+  }
+  void save(const Saved& s, const T* src, int lds, int rows, int w) {
+    if (s.h)
+      be.to_bf16(s.h, w, src, lds, rows, w);
+    else if (s.t != src)
+      be.copy_block(s.t, w, src, lds, rows, w);
+  }
+  const T* load(const Saved& s, T* scratch, int rows, int w) {
+    if (!s.h) return s.t;
+    be.from_bf16(scratch, w, s.h, w, rows, w);
+    return scratch;
+  }
   // A scratch scope of the step arena (arena.h): what is allocated while it
   // lives is released when it goes out of scope.
   typename Arena<Bk>::Scope scratch() { return arena.scope(); }
@@ -344,6 +396,14 @@ class Model {
   // between forward and backward but recompute them chunk by chunk, one head
   // GEMM more per pass (methods/chunked_readout.h).
   bool recompute_logits = false;
+  // --bf16-acts: the blocks' saved q, attention output and gate | up (their
+  // largest saved tensors: 2D + 2F of the 4D + 2F + H + 2 values a row keeps
+  // per layer) are stored rounded to bf16, half their bytes, and the backward
+  // reads the rounded values. The residual stream (x_in, x_mid, x_out), the
+  // norms' rstd, the attention log-sum-exps and everything the methods keep
+  // stay in T. Off (the default): every saved tensor in T, bit-identical to
+  // the step without the option.
+  bool bf16_acts = false;
   int classifier_rows() const {
     if (classifier_chunk_rows > 0) return classifier_chunk_rows;
     return (int)std::max<size_t>(1, kClassifierChunkElems / (size_t)cfg.vocab);

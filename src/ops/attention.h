@@ -2,7 +2,7 @@
 // attention_mask.h. This is the CPU reference; cuda/attention.cu computes the
 // same thing flash-style.
 //
-// Shapes: q (N, ldq) with head h at columns [h*hs, (h+1)*hs); K, V (B*S, D)
+// Shapes: q (N, ldq) and dq (N, dq_ld()) with head h at columns [h*hs, (h+1)*hs); K, V (B*S, D)
 // with D = H*hs; out (N, D); lse (N, H). Query rows are grouped by sequence:
 // rows qstart[b] .. qstart[b+1]-1 belong to sequence b, with increasing slots.
 //
@@ -124,7 +124,7 @@ void attention_backward(T* dq, T* dK, T* dV, const T* dout, const T* out, const 
           const T Di = dO.row(i).dot(O.row(i));
           for (int j = 0; j < kend; j++) dS(i, j) = P(i, j) * (dS(i, j) - Di);
         }
-        mat(dq + (size_t)r0 * d.ldq + h * d.hs, nq, d.hs, d.ldq).noalias() = scale * (dS * Kh);
+        mat(dq + (size_t)r0 * d.dq_ld() + h * d.hs, nq, d.hs, d.dq_ld()).noalias() = scale * (dS * Kh);
         mat(dK + koff, kend, d.hs, D).noalias() += scale * (dS.transpose() * Q);
       }
     }

@@ -54,7 +54,9 @@ struct AttnDims {
   int S;    // slots per sequence
   int H;    // heads
   int hs;   // head size
-  int ldq;  // row stride of q / dq
+  int ldq;       // row stride of q
+  int lddq = 0;  // row stride of dq (attention backward); 0: the same as q's
+  HD int dq_ld() const { return lddq ? lddq : ldq; }
 };
 
 }  // namespace ada

@@ -65,6 +65,11 @@ void add_train_flags(Flags& f, TrainOptions& o) {
         "keep no (n, V) logits for the backward but recompute them chunk by chunk "
         "(less device memory, one head GEMM more per pass; the same arithmetic)",
         0, 1);
+  f.add("--bf16-acts", &o.bf16_acts,
+        "1: store the blocks' largest saved activations (q, attention output, gate|up) in bf16 for the backward, "
+        "half their memory; the residual stream, norms' statistics and the methods' own values stay fp32 "
+        "(the backward reads rounded values: not bit-identical to 0)",
+        0, 1);
   f.add("--threads", &o.threads, "CPU threads (0 = all cores / OMP_NUM_THREADS)", 0, kMaxThreads);
   f.section("checkpoints");
   f.add("--save-every", &o.save_every, "keep a checkpoint <out>/ckpt_<step> every N steps (0 = only at the end)", 0,
@@ -168,7 +173,7 @@ std::vector<std::pair<std::string, std::string>> option_values(const TrainOption
       {"seed", std::to_string(o.seed)},
       {"eval-every", std::to_string(o.eval_every)}, {"eval-batches", std::to_string(o.eval_batches)},
       {"log-every", std::to_string(o.log_every)}, {"out", o.out}, {"threads", std::to_string(o.threads)},
-      {"recompute-logits", std::to_string(o.recompute_logits)},
+      {"recompute-logits", std::to_string(o.recompute_logits)}, {"bf16-acts", std::to_string(o.bf16_acts)},
       {"save-every", std::to_string(o.save_every)}, {"resume", o.resume}, {"init-from", o.init_from},
   };
   // The method options, through the flags that declare them, so a new one is

@@ -38,6 +38,7 @@ struct TrainOptions {
   std::string out;  // default runs/<method>-<config> (when resuming: the checkpoint's run directory)
   int threads = 0;  // 0 = OpenMP default
   int recompute_logits = 0;  // 1: the chunked readouts recompute their logits in the backward (less memory, one head GEMM more per pass)
+  int bf16_acts = 0;         // 1: the blocks' saved q, attention output and gate|up stored in bf16 (Model::bf16_acts)
   // checkpoints
   long long save_every = 0;  // keep a checkpoint every N steps (0 = only at the end)
   std::string resume;        // output directory (its `latest`) or ckpt_<step> directory to continue

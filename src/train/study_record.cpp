@@ -53,6 +53,8 @@ StudyRecordKey study_record_key(const std::string& spec, const TrainOptions& o) 
     static const char* const kSkip[] = {"out", "resume", "init-from", "threads", "recompute-logits", "log-every", "eval-every", "save-every"};
     bool skip = false;
     for (const char* s : kSkip) skip = skip || kv.first == s;
+    // added after the committed records, whose arithmetic is that of its default
+    if (kv.first == "bf16-acts" && kv.second == "0") skip = true;
     if (!skip) k.options.push_back(kv);
   }
   return k;

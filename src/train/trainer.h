@@ -76,6 +76,7 @@ class Trainer {
     method_->set_communicator(&comm_);
     model_ = make_model(be_, cfg_, *method_);
     model_->recompute_logits = o_.recompute_logits != 0;
+    model_->bf16_acts = o_.bf16_acts != 0;
     model_->init_params((uint64_t)o_.seed);
     check(!step_graphs() || method_->graph_safe(),
           "--cuda-graph 1: method '" + o_.method +
