@@ -250,6 +250,10 @@ class CudaBackend {
   void graph_end();
   void graph_abandon();  // drop a recording an error interrupted
   bool graph_recording() const { return graph_ && graph_->recording(); }
+  // Whether launched work runs later than the call: while a graph records, its
+  // kernels run when it is launched (the arena then does not ASan-poison the
+  // bytes it releases, src/backend/arena.h).
+  bool defers_execution() const { return graph_recording(); }
   size_t graph_recorded() const { return graph_ ? graph_->recorded() : 0; }  // nodes so far
   // Null until the first graph_begin().
   const StepGraph::Stats* graph_stats() const { return graph_ ? &graph_->stats() : nullptr; }

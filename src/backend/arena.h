@@ -17,7 +17,8 @@
 // after release shows up in every gradient check and agreement test. Under
 // AddressSanitizer (make sanitize, make test-asan: host memory, the CPU
 // backend or the CUDA host runner) released bytes are also ASan-poisoned, so
-// a read after release is reported at the instruction that made it.
+// a read after release is reported at the instruction that made it (not while
+// a CUDA graph is being recorded: see release()).
 #pragma once
 #include <algorithm>
 #include <cstdlib>
@@ -64,7 +65,12 @@ class Arena {
       const size_t keep = i < m.used.size() ? m.used[i] : 0;
       if (used_[i] <= keep) continue;
       if (poison_) be_.memset_bytes(blocks_[i].data() + keep, 0xFF, used_[i] - keep);
-      asan_poison(blocks_[i].data() + keep, used_[i] - keep);
+      // While the backend records a CUDA graph (train_gpu --cuda-graph 1) its
+      // kernels run later, when the graph is launched, so the host must not
+      // mark the bytes unreadable now: the recorded kernels still read them,
+      // in stream order, before whatever reuses them. (The 0xFF fill above is
+      // itself recorded, so it keeps its place in that order.)
+      if (!be_.defers_execution()) asan_poison(blocks_[i].data() + keep, used_[i] - keep);
       total_used_ -= used_[i] - keep;
       used_[i] = keep;
     }

@@ -60,6 +60,9 @@ class CpuBackend {
     std::memcpy(dst, src, n * sizeof(U));
   }
   void sync() {}
+  // Whether launched work runs later than the call (CudaBackend: while a CUDA
+  // graph records); the CPU runs every op as it is called.
+  bool defers_execution() const { return false; }
 
   // ---- per-token map ---------------------------------------------------
   // Runs f(i) for i in [0, n): the methods' halting arithmetic (HD functions).
