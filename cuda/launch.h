@@ -209,8 +209,6 @@ struct KernelArgsOf final : KernelArgs {
 #endif
 };
 
-#if defined(__CUDACC__)
-
 template <typename... P, typename... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, LaunchSite site, cudaStream_t stream,
             A&&... args) {
@@ -220,28 +218,16 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, LaunchSite site, cudaSt
               std::make_unique<KernelArgsOf<P...>>(kernel, site, std::forward<A>(args)...));
     return;
   }
+#if defined(__CUDACC__)
   kernel<<<grid, block, site.shmem, stream>>>(std::forward<A>(args)...);
   check_launch(cudaGetLastError(), site, "launching");
   if (sync_every_launch()) check_launch(cudaStreamSynchronize(stream), site, "running");
-}
-
 #else
-
-template <typename... P, typename... A>
-void launch(void (*kernel)(P...), dim3 grid, dim3 block, LaunchSite site, cudaStream_t stream,
-            A&&... args) {
-  static_assert(sizeof...(P) == sizeof...(A), "ada::launch: wrong number of kernel arguments");
-  if (StreamRecorder* r = recorder_of(stream)) {
-    r->kernel(reinterpret_cast<const void*>(kernel), grid, block, site,
-              std::make_unique<KernelArgsOf<P...>>(kernel, site, std::forward<A>(args)...));
-    return;
-  }
   // Streams run in order: the launch is complete when this returns.
   std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
   hostrun_execute(kernel, grid, block, site, params);
-}
-
 #endif
+}
 
 // cudaMemsetAsync / cudaMemcpyAsync on `stream`, or recorded with it.
 inline void memset_async(void* dst, int value, size_t bytes, cudaStream_t stream) {

@@ -13,6 +13,7 @@
 
 #include "core/rng.h"
 #include "cuda_backend.h"
+#include "method_test_util.h"
 #include "methods/registry.h"
 #include "step_graph.h"
 #include "train/trainer.h"
@@ -204,12 +205,9 @@ TEST(StepGraph, ReadingBackWhileRecordingIsRefused) {
   EXPECT_EQ(h[3], 0.0f);
 }
 
+// method_test_util.h's random batch, with a position that has no target
 Batch random_batch(int B, int T, int V, uint64_t seed) {
-  ada::Rng r(seed);
-  Batch b;
-  b.B = B, b.T = T;
-  for (int i = 0; i < B * T; i++) b.inputs.push_back(static_cast<int>(r.below(V)));
-  for (int i = 0; i < B * T; i++) b.targets.push_back(static_cast<int>(r.below(V)));
+  Batch b = ada::test::random_batch(B, T, V, seed);
   b.targets[3] = -1;
   return b;
 }
