@@ -271,6 +271,30 @@ std::vector<std::string> bench_gemms(CudaBackend& be, int N, int D, int F, int V
     std::printf("%-7s %-16s %6d %6d %6d %4d %9.3f %9.1f %9.3f %9.1f %6.2fx %9.2e%s   (unfused: %.3f ms, %.2fx)\n",
                 "bf16mma", "gate_up+swiglu", N, 2 * F, D, 1, fused, flop / fused / 1e9, ref, flop / ref / 1e9,
                 ref / fused, ag.rel_err, ag.ok ? "" : " FAIL", unfused, unfused / fused);
+
+    // The MLP's down-projection with the residual add in the epilogue
+    // (gemm_mma_pipelined_add: x_out = x_mid + act Wd^T, what a block runs)
+    // against the copy and accumulating GEMM it replaced; rel err: fused
+    // against unfused (the same sums, so 0).
+    const cuda::GemmShape dn = shape(false, true, N, D, F);
+    const int dn_splits = cuda::gemm_mma_pipelined_auto_splits(dn);
+    Buffer R(size_t(N) * D);
+    fill_random(be, R.p, size_t(N) * D, 7);
+    const double dflop = 2.0 * N * D * (double)F;
+    const double dfused =
+        time_ms(be, [&] { cuda::gemm_mma_pipelined_add(be.stream, dn, A16, B16, R.p, D, C.p, work.p, dn_splits); },
+                reps);
+    const double dunfused = time_ms(be, [&] {
+      be.copy(Cref.p, R.p, size_t(N) * D);
+      cuda::gemm_mma_pipelined(be.stream, dn, A16, B16, Cref.p, true, work.p, dn_splits);
+    }, reps);
+    cuda::max_abs_diff(be.stream, maxima.p, C.p, Cref.p, size_t(N) * D, work.p);
+    be.to_host(mx, maxima.p, 2);
+    const cuda::Agreement dag = cuda::agreement(mx[0], mx[1], cuda::kBf16OperandTol);
+    if (!dag.ok) failed.push_back("bf16mma down+residual fused");
+    std::printf("%-7s %-16s %6d %6d %6d %4d %9.3f %9.1f %9s %9s %7s %9.2e%s   (copy + accumulate: %.3f ms, %.2fx)\n",
+                "bf16mma", "down+residual", N, D, F, dn_splits, dfused, dflop / dfused / 1e9, "", "", "", dag.rel_err,
+                dag.ok ? "" : " FAIL", dunfused, dunfused / dfused);
   }
   cublasDestroy(h);
   CUDA_CHECK(cudaFree(A16));

@@ -147,16 +147,26 @@ void CudaBackend::graph_abandon() {
 // ---- matrix products -------------------------------------------------------------
 void CudaBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B,
                        int ldb, float* C, int ldc, bool accumulate) {
+  gemm_add(trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate ? C : nullptr, ldc, C, ldc);
+}
+
+void CudaBackend::gemm_add(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B,
+                           int ldb, const float* R, int ldr, float* C, int ldc) {
   cuda::GemmShape g;
   g.trans_a = trans_a, g.trans_b = trans_b, g.M = M, g.N = N, g.K = K, g.lda = lda, g.ldb = ldb, g.ldc = ldc;
   const int splits = cuda::gemm_auto_splits(gemm_, g);
   const size_t work_bytes = cuda::gemm_work_bytes(gemm_, g, splits);
   void* work = work_bytes > 0 ? workspace(work_bytes) : nullptr;
-  cuda::gemm(stream, gemm_, g, A, B, C, accumulate, work, splits);
+  cuda::gemm_add(stream, gemm_, g, A, B, R, ldr, C, work, splits);
 }
 
 void CudaBackend::matmul_forward(float* y, const float* x, const float* W, int N, int I, int O, bool accumulate) {
   gemm(false, true, N, O, I, x, I, W, I, y, O, accumulate);  // y = x W^T
+}
+
+void CudaBackend::matmul_residual_forward(float* y, const float* r, const float* x, const float* W, int N, int I,
+                                          int O) {
+  gemm_add(false, true, N, O, I, x, I, W, I, r, O, y, O);  // y = r + x W^T, r read in the epilogue
 }
 
 void CudaBackend::matmul_swiglu_forward(float* gu, float* act, const float* x, const float* W, int N, int D, int F) {

@@ -131,6 +131,10 @@ class CudaBackend {
   }
   // y (N, O) = x (N, I) W^T, W (O, I)
   void matmul_forward(float* y, const float* x, const float* W, int N, int I, int O, bool accumulate = false);
+  // y (N, O) = r + x W^T: a block's residual add, r read in the GEMM's
+  // epilogue (cuda::gemm_add) instead of copied into y first. y == r or
+  // disjoint.
+  void matmul_residual_forward(float* y, const float* r, const float* x, const float* W, int N, int I, int O);
   // gu (N, 2F) = x W^T and act (N, F) = SwiGLU(gu); with ADA_GEMM=bf16mma one
   // kernel (the activation in the GEMM's epilogue, cuda::gemm_swiglu).
   void matmul_swiglu_forward(float* gu, float* act, const float* x, const float* W, int N, int D, int F);
@@ -267,6 +271,8 @@ class CudaBackend {
   void* workspace(size_t bytes);
   void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
             float* C, int ldc, bool accumulate);
+  void gemm_add(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                const float* R, int ldr, float* C, int ldc);
   size_t staging_chunk_bytes() const { return kStagingHalf; }
   void* stage_upload(size_t bytes);
   void upload(void* dst, const void* staged, size_t bytes);

@@ -1,12 +1,14 @@
 // GEMM for every matrix product of the model (src/ops/linear.h):
-//   C (M, Nc) = op(A) (M, K) op(B) (K, Nc)   (+ C when accumulating)
+//   C (M, Nc) = op(A) (M, K) op(B) (K, Nc)   (+ R, the addend, when given)
 // with op(A) = A or A^T and op(B) = B or B^T of row-major fp32 matrices, so
 // one kernel family covers
 //   y  = x W^T  (forward, trans_b)      dx = dy W  (backward)
 //   dW += dy^T x  (weight gradient, trans_a)      y = x W  (soft embedding)
 // and ragged sizes (any M, Nc, K: out-of-range loads read 0, out-of-range
-// stores are skipped). C is never read unless accumulating (device memory
-// starts as garbage; 0 * NaN would be NaN).
+// stores are skipped). The addend R is C itself when accumulating, or another
+// matrix: the residual stream of a block, x_mid = x + att Wo^T, in one pass
+// instead of a copy and an accumulate (gemm_add). C is never read unless it
+// is the addend (device memory starts as garbage; 0 * NaN would be NaN).
 //
 // Two paths, chosen at run time (GemmPrecision):
 //
@@ -91,8 +93,16 @@ struct GemmParams {
   int M, N, K, lda, ldb, ldc;
   int k_per_split;  // multiple of the K slice
   size_t split_stride;
-  int accumulate;
+  // The addend: C = op(A) op(B) + R (R (M, N), leading dimension ldr), or
+  // plain C = op(A) op(B) when R is null. R == C (ldr == ldc) accumulates.
+  const float* R;
+  int ldr;
 };
+
+// The value stored at (m, n): the product plus the addend, if any.
+__device__ __forceinline__ float with_addend(const GemmParams& g, int m, int n, float v) {
+  return g.R ? g.R[static_cast<size_t>(m) * g.ldr + n] + v : v;
+}
 
 // ==== SIMT fp32 ==============================================================
 constexpr int kSimtK = 8;
@@ -164,8 +174,7 @@ __global__ void __launch_bounds__(kThreads) gemm_simt_kernel(GemmParams g) {
     for (int j = 0; j < 8; j++) {
       const int n = n0 + tx + 16 * j;
       if (n >= g.N) continue;
-      float* c = C + static_cast<size_t>(m) * g.ldc + n;
-      *c = g.accumulate ? *c + acc[i][j] : acc[i][j];
+      C[static_cast<size_t>(m) * g.ldc + n] = with_addend(g, m, n, acc[i][j]);
     }
   }
 }
@@ -267,26 +276,24 @@ __global__ void __launch_bounds__(kThreads) gemm_wmma_kernel(GemmParams g) {
       __syncwarp();
       for (int e = lane; e < 256; e += 32) {
         const int m = m0 + wm * kWarpM + i * 16 + e / 16, n = n0 + wn * kWarpN + j * 16 + e % 16;
-        if (m < g.M && n < g.N) {
-          float* c = C + static_cast<size_t>(m) * g.ldc + n;
-          *c = g.accumulate ? *c + Cs[warp][e] : Cs[warp][e];
-        }
+        if (m < g.M && n < g.N) C[static_cast<size_t>(m) * g.ldc + n] = with_addend(g, m, n, Cs[warp][e]);
       }
       __syncwarp();
     }
 }
 
 // ==== split-K reduction =======================================================
-// C (M, N) (+)= sum_z work[z] (M, N contiguous), slices added in order.
-__global__ void __launch_bounds__(kThreads)
-    splitk_reduce_kernel(float* C, int ldc, const float* work, int M, int N, int splits, int accumulate) {
+// C (M, N) = sum_z work[z] (M, N contiguous), slices added in order, plus
+// the addend R (ldr) when there is one.
+__global__ void __launch_bounds__(kThreads) splitk_reduce_kernel(float* C, int ldc, const float* R, int ldr,
+                                                                 const float* work, int M, int N, int splits) {
   const size_t i = static_cast<size_t>(blockIdx.x) * kThreads + threadIdx.x;
   const size_t mn = static_cast<size_t>(M) * N;
   if (i >= mn) return;
   float t = 0.0f;
   for (int z = 0; z < splits; z++) t += work[z * mn + i];
-  float* c = C + (i / N) * static_cast<size_t>(ldc) + i % N;
-  *c = accumulate ? *c + t : t;
+  const size_t m = i / N, n = i % N;
+  C[m * ldc + n] = R ? R[m * ldr + n] + t : t;
 }
 
 // ==== Bf16Mma: bf16 copies, then gemm_mma_pipelined ============================
@@ -355,10 +362,10 @@ Bf16Copies bf16_copies(cudaStream_t s, const GemmShape& g, const float* A, const
   return c;
 }
 
-void gemm_bf16mma(cudaStream_t s, const GemmShape& g, const float* A, const float* B, float* C, bool accumulate,
-                  void* work, int splits) {
+void gemm_bf16mma(cudaStream_t s, const GemmShape& g, const float* A, const float* B, const float* R, int ldr,
+                  float* C, void* work, int splits) {
   const Bf16Copies c = bf16_copies(s, g, A, B, work);
-  gemm_mma_pipelined(s, c.m, c.a16, c.b16, C, accumulate, c.rest, splits);
+  gemm_mma_pipelined_add(s, c.m, c.a16, c.b16, R, ldr, C, c.rest, splits);
 }
 
 // The SwiGLU up-projection's product gu = x W^T as a GemmShape.
@@ -456,10 +463,16 @@ void gemm_swiglu(cudaStream_t s, GemmPrecision p, float* gu, float* act, const f
 
 void gemm(cudaStream_t s, GemmPrecision p, const GemmShape& g, const float* A, const float* B, float* C,
           bool accumulate, void* work, int splits) {
+  gemm_add(s, p, g, A, B, accumulate ? C : nullptr, g.ldc, C, work, splits);
+}
+
+void gemm_add(cudaStream_t s, GemmPrecision p, const GemmShape& g, const float* A, const float* B, const float* R,
+              int ldr, float* C, void* work, int splits) {
   if (g.M <= 0 || g.N <= 0) return;
+  check(!R || R == C || ldr >= g.N, "gemm_add: the addend's leading dimension is shorter than its row");
   if (p == GemmPrecision::Bf16Mma) {
     if (mma_eligible(g)) {
-      gemm_bf16mma(s, g, A, B, C, accumulate, work, splits <= 0 ? gemm_auto_splits(p, g) : splits);
+      gemm_bf16mma(s, g, A, B, R, ldr, C, work, splits <= 0 ? gemm_auto_splits(p, g) : splits);
       return;
     }
     p = GemmPrecision::Bf16;  // a shape the pipelined kernel refuses
@@ -471,20 +484,20 @@ void gemm(cudaStream_t s, GemmPrecision p, const GemmShape& g, const float* A, c
   const int k_per_split = static_cast<int>(blocks_for(kslices, splits)) * slice;
   splits = static_cast<int>(blocks_for(g.K > 0 ? g.K : 1, k_per_split));
 
-  GemmParams prm{A, B, C, g.M, g.N, g.K, g.lda, g.ldb, g.ldc, k_per_split, 0, accumulate ? 1 : 0};
-  if (splits > 1) {
+  GemmParams prm{A, B, C, g.M, g.N, g.K, g.lda, g.ldb, g.ldc, k_per_split, 0, R, ldr};
+  if (splits > 1) {  // the slices' partial products go to the workspace; the reduction adds R
     check(work != nullptr, "gemm: split-K needs a workspace");
     prm.C = static_cast<float*>(work);
     prm.ldc = g.N;
     prm.split_stride = static_cast<size_t>(g.M) * g.N;
-    prm.accumulate = 0;
+    prm.R = nullptr;
   }
   const KernelFn fn = select_kernel(p, g.trans_a, g.trans_b);
   const dim3 grid(blocks_for(g.M, kTileM), blocks_for(g.N, kTileN), static_cast<unsigned>(splits));
   launch(fn, grid, kThreads, 0, s, prm);
   if (splits > 1)
-    launch(splitk_reduce_kernel, blocks_for(static_cast<size_t>(g.M) * g.N, kThreads), kThreads, 0, s, C, g.ldc,
-           static_cast<const float*>(work), g.M, g.N, splits, accumulate ? 1 : 0);
+    launch(splitk_reduce_kernel, blocks_for(static_cast<size_t>(g.M) * g.N, kThreads), kThreads, 0, s, C, g.ldc, R,
+           ldr, static_cast<const float*>(work), g.M, g.N, splits);
 }
 
 }  // namespace ada::cuda

@@ -168,8 +168,9 @@ struct PipelinedParams {
   int M, N, K, lda, ldb, ldc;
   int k_per_split;      // a multiple of kPBK
   size_t split_stride;  // C of split z = C + z * split_stride
-  int accumulate;
-  int vec2;  // C's rows and base 8-byte aligned: float2 stores
+  const float* R;       // the addend: C = A B + R (R == C accumulates), or null
+  int ldr;
+  int vec2;  // C's (and R's) rows and base 8-byte aligned: float2 stores
   // The SwiGLU epilogue only (gemm_mma_swiglu): C = gu (M, 2F), act (M, F).
   float* act = nullptr;
   int F = 0;
@@ -254,20 +255,21 @@ __device__ __forceinline__ void load_b_frags(uint32_t (&b)[kPFragN][2], const __
   }
 }
 
-// C (+)= v0, v1 at (m, n), (m, n + 1); n is even.
+// C = v0, v1 (+ the addend) at (m, n), (m, n + 1); n is even.
 __device__ __forceinline__ void store_pair(const PipelinedParams& p, float* C, int m, int n, float v0, float v1) {
   if (m >= p.M || n >= p.N) return;
   float* c = C + static_cast<size_t>(m) * p.ldc + n;
+  const float* r = p.R ? p.R + static_cast<size_t>(m) * p.ldr + n : nullptr;
   if (p.vec2 && n + 1 < p.N) {
     float2 v = make_float2(v0, v1);
-    if (p.accumulate) {
-      const float2 old = *reinterpret_cast<const float2*>(c);
-      v.x += old.x, v.y += old.y;
+    if (r) {
+      const float2 old = *reinterpret_cast<const float2*>(r);
+      v.x = old.x + v.x, v.y = old.y + v.y;
     }
     *reinterpret_cast<float2*>(c) = v;
   } else {
-    c[0] = p.accumulate ? c[0] + v0 : v0;
-    if (n + 1 < p.N) c[1] = p.accumulate ? c[1] + v1 : v1;
+    c[0] = r ? r[0] + v0 : v0;
+    if (n + 1 < p.N) c[1] = r ? r[1] + v1 : v1;
   }
 }
 
@@ -385,16 +387,17 @@ __global__ void __launch_bounds__(kPThreads, 2) gemm_mma_pipelined_kernel(Pipeli
     }
 }
 
-// C (M, N) (+)= sum over z of work[z] (M x N contiguous), added in z order.
-__global__ void __launch_bounds__(256) splitk_sum_kernel(float* C, int ldc, const float* work, int M, int N,
-                                                         int splits, int accumulate) {
+// C (M, N) = sum over z of work[z] (M x N contiguous), added in z order,
+// plus the addend R (ldr) when there is one.
+__global__ void __launch_bounds__(256) splitk_sum_kernel(float* C, int ldc, const float* R, int ldr,
+                                                         const float* work, int M, int N, int splits) {
   const size_t mn = static_cast<size_t>(M) * N;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < mn;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     float t = 0.0f;
     for (int z = 0; z < splits; ++z) t += work[z * mn + i];
-    float* c = C + (i / N) * static_cast<size_t>(ldc) + i % N;
-    *c = accumulate ? *c + t : t;
+    const size_t m = i / N, n = i % N;
+    C[m * ldc + n] = R ? R[m * ldr + n] + t : t;
   }
 }
 
@@ -441,6 +444,11 @@ size_t gemm_mma_pipelined_work_bytes(const GemmShape& g, int splits) {
 
 void gemm_mma_pipelined(cudaStream_t s, const GemmShape& g, const __nv_bfloat16* A, const __nv_bfloat16* B,
                         float* C, bool accumulate, void* work, int splits) {
+  gemm_mma_pipelined_add(s, g, A, B, accumulate ? C : nullptr, g.ldc, C, work, splits);
+}
+
+void gemm_mma_pipelined_add(cudaStream_t s, const GemmShape& g, const __nv_bfloat16* A, const __nv_bfloat16* B,
+                            const float* R, int ldr, float* C, void* work, int splits) {
   const std::string name = "gemm_mma_pipelined: ";
   check(g.K > 0 && g.K % 8 == 0, name + "K must be a positive multiple of 8 " + shape_text(g));
   check(g.lda % 8 == 0 && g.ldb % 8 == 0 && aligned16(A) && aligned16(B),
@@ -459,21 +467,23 @@ void gemm_mma_pipelined(cudaStream_t s, const GemmShape& g, const __nv_bfloat16*
   const int k_per_split = static_cast<int>(blocks_for(kslices, splits)) * kPBK;
   splits = static_cast<int>(blocks_for(g.K, k_per_split));  // no empty split
 
-  PipelinedParams p{A, B, C, g.M, g.N, g.K, g.lda, g.ldb, g.ldc, k_per_split, 0, accumulate ? 1 : 0, 0};
-  if (splits > 1) {
+  check(!R || R == C || ldr >= g.N, name + "the addend's leading dimension is shorter than its row " + shape_text(g));
+  PipelinedParams p{A, B, C, g.M, g.N, g.K, g.lda, g.ldb, g.ldc, k_per_split, 0, R, ldr, 0};
+  if (splits > 1) {  // the slices' partial products go to the workspace; the sum adds R
     check(work != nullptr, name + "split-K needs a workspace (gemm_mma_pipelined_work_bytes)");
     p.C = static_cast<float*>(work);
     p.ldc = g.N;
     p.split_stride = static_cast<size_t>(g.M) * g.N;
-    p.accumulate = 0;
+    p.R = nullptr;
   }
-  p.vec2 = (p.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(p.C) % 8 == 0) ? 1 : 0;
+  const auto pairs8 = [](const float* q, int ld) { return ld % 2 == 0 && reinterpret_cast<uintptr_t>(q) % 8 == 0; };
+  p.vec2 = (pairs8(p.C, p.ldc) && (!p.R || pairs8(p.R, p.ldr))) ? 1 : 0;
   const dim3 grid(blocks_for(g.N, kPBN), blocks_for(g.M, kPBM), static_cast<unsigned>(splits));
   ada::launch(pipelined_kernel(g.trans_a, g.trans_b), grid, kPThreads, 0, s, p);
   if (splits > 1) {
     const size_t mn = static_cast<size_t>(g.M) * g.N;
-    ada::launch(splitk_sum_kernel, grid_stride_blocks(mn, 256), 256, 0, s, C, g.ldc, static_cast<const float*>(work),
-                g.M, g.N, splits, accumulate ? 1 : 0);
+    ada::launch(splitk_sum_kernel, grid_stride_blocks(mn, 256), 256, 0, s, C, g.ldc, R, ldr,
+                static_cast<const float*>(work), g.M, g.N, splits);
   }
 }
 
@@ -488,7 +498,7 @@ void gemm_mma_swiglu(cudaStream_t s, const __nv_bfloat16* X, int ldx, const __nv
   check(F > 0 && M >= 0, name + "F must be positive and M not negative " + got);
   if (M == 0) return;
   check(blocks_for(M, kPBM) <= 65535, name + "M needs more than 65535 block rows (grid.y) " + got);
-  PipelinedParams p{X, W, gu, M, 2 * F, K, ldx, ldw, 2 * F, 0, 0, 0, 0};
+  PipelinedParams p{X, W, gu, M, 2 * F, K, ldx, ldw, 2 * F, 0, 0, nullptr, 0, 0};  // no addend
   p.k_per_split = static_cast<int>(blocks_for(K, kPBK)) * kPBK;  // one split: the epilogue is not linear
   p.act = act, p.F = F;
   p.vec2 = (F % 2 == 0 && reinterpret_cast<uintptr_t>(gu) % 8 == 0 && reinterpret_cast<uintptr_t>(act) % 8 == 0);

@@ -6,7 +6,8 @@
 //                       only. Small and slow by design; the readable reference.
 //   gemm_mma_pipelined  the real one: 128 x 128 block tiles of 8 warps, a
 //                       3-stage cp.async pipeline, swizzled shared memory,
-//                       every transposition case, split-K, fused accumulate.
+//                       every transposition case, split-K, an addend
+//                       (accumulate, or the residual stream) in the epilogue.
 //   gemm_mma_swiglu     the pipelined kernel with the MLP's SwiGLU in its
 //                       epilogue (one pass writes gu and the activation).
 #pragma once
@@ -41,6 +42,11 @@ int gemm_mma_pipelined_auto_splits(const GemmShape& g);
 size_t gemm_mma_pipelined_work_bytes(const GemmShape& g, int splits);
 void gemm_mma_pipelined(cudaStream_t s, const GemmShape& g, const __nv_bfloat16* A, const __nv_bfloat16* B,
                         float* C, bool accumulate, void* work = nullptr, int splits = 1);
+// The same with an addend in the epilogue (or in split-K's sum): C = op(A)
+// op(B) + R, R (M, N) fp32 with leading dimension ldr (R == C: accumulate;
+// null: none; otherwise not overlapping C). The residual add of a block.
+void gemm_mma_pipelined_add(cudaStream_t s, const GemmShape& g, const __nv_bfloat16* A, const __nv_bfloat16* B,
+                            const float* R, int ldr, float* C, void* work = nullptr, int splits = 1);
 
 // The SwiGLU up-projection with its activation in the epilogue, for
 // y = SwiGLU(x W_gu^T) of the model's MLP (ops/swiglu.h): X (M, K) row-major

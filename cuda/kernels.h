@@ -76,6 +76,12 @@ size_t gemm_work_bytes(GemmPrecision p, const GemmShape& g, int splits);
 // `work` holds gemm_work_bytes(p, g, splits) bytes.
 void gemm(cudaStream_t s, GemmPrecision p, const GemmShape& g, const float* A, const float* B, float* C,
           bool accumulate, void* work, int splits = 0);
+// C = op(A) op(B) + R, the addend R (M, Nc) with leading dimension ldr added
+// in the epilogue (or in split-K's reduction): the same sum, rounded the same
+// way, as copying R into C and accumulating, in one pass over C. R null:
+// no addend; R == C (ldr == ldc): accumulate; otherwise R must not overlap C.
+void gemm_add(cudaStream_t s, GemmPrecision p, const GemmShape& g, const float* A, const float* B, const float* R,
+              int ldr, float* C, void* work, int splits = 0);
 
 // The MLP's up-projection and activation, y = SwiGLU(x W^T): gu (N, 2F) =
 // x (N, D) W^T with W (2F, D), and act (N, F) = silu(gu[:, :F]) gu[:, F:]

@@ -18,7 +18,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "train/cpu_instances.h"
@@ -304,6 +306,104 @@ TEST_P(CudaGemm, SplitKAndTransposes) {
                          (tb ? " B^T" : " B") + " splits=" + std::to_string(splits) + " (strided, +=)",
                      d_C.get(), want, gemm_tol(p));
       }
+  }
+}
+
+// The addend in the epilogue (cuda::gemm_add, the residual add of a block):
+// C = op(A) op(B) + R must be bit for bit the plain product P (no addend,
+// the same tiles and sums) plus R in one float addition, r + P rounded once,
+// computed here on the host; and the old accumulate (R copied into C, then
+// C += op(A) op(B)) must give the same bits. For every transposition,
+// split-K (forced 3, and the auto choice of a long K), R with its own stride
+// (even and odd, so the float2 and the scalar stores) and at an address that
+// is not 8-byte aligned, and R == C. C starts as NaN: it must never be read,
+// and the columns between N and ldc must stay NaN.
+TEST_P(CudaGemm, AddendIsOneAdditionBitForBit) {
+  const GemmPrecision p = GetParam();
+  Gpu g(p);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto same_bits = [](float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  // (M, N, K): mma-eligible in every transposition; ragged (the Bf16 fallback
+  // of bf16mma where N or M is not a multiple of 8); a long K (auto split-K).
+  for (auto [M, Nc, K] : {std::tuple{40, 48, 300}, std::tuple{37, 45, 70}, std::tuple{24, 16, 1100}})
+    for (int splits : {1, 3, 0}) {
+      if ((splits == 0) != (K > 1000)) continue;  // the long K with its auto split only; the others forced
+      for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+          for (int rlay = 0; rlay < 4; rlay++) {  // R: own even stride, odd stride, misaligned base, R == C
+            ada::cuda::GemmShape s;
+            s.trans_a = ta, s.trans_b = tb, s.M = M, s.N = Nc, s.K = K;
+            s.lda = ta ? M : K, s.ldb = tb ? K : Nc, s.ldc = Nc + 6;
+            const int ldr = rlay == 0 ? Nc + 2 : rlay == 1 ? Nc + 3 : rlay == 2 ? Nc : s.ldc;
+            const size_t roff = rlay == 2 ? 1 : 0;
+            const std::string tag = std::string(ada::cuda::gemm_precision_name(p)) + " " + std::to_string(M) + "x" +
+                                    std::to_string(Nc) + "x" + std::to_string(K) + (ta ? " A^T" : " A") +
+                                    (tb ? " B^T" : " B") + " splits " + std::to_string(splits) + " R layout " +
+                                    std::to_string(rlay);
+            const Vec A = randn(static_cast<size_t>(ta ? K : M) * s.lda, 50);
+            const Vec B = randn(static_cast<size_t>(tb ? Nc : K) * s.ldb, 51);
+            const Vec R = randn(roff + static_cast<size_t>(M) * ldr, 52, 4.0);
+            auto r_at = [&](int m, int n) { return R[roff + static_cast<size_t>(m) * ldr + n]; };
+            Vec C0(static_cast<size_t>(M) * s.ldc, nan);  // R's values in C's layout, NaN past N
+            for (int m = 0; m < M; m++)
+              for (int n = 0; n < Nc; n++) C0[static_cast<size_t>(m) * s.ldc + n] = r_at(m, n);
+            const Vec nans(C0.size(), nan);
+            Dev<float> d_A(g, A), d_B(g, B), d_R(g, R), d_P(g, nans), d_acc(g, C0), d_C(g, rlay == 3 ? C0 : nans);
+            const int sized = splits > 0 ? splits : ada::cuda::gemm_auto_splits(p, s);  // 0: the auto choice
+            if (splits == 0) EXPECT_GT(sized, 1) << "the long K must split " << tag;
+            ada::DeviceArray<Gpu, char> work(g, ada::cuda::gemm_work_bytes(p, s, sized) + 1);
+            ada::cuda::gemm(g.stream, p, s, d_A.p(), d_B.p(), d_P.p(), false, work.data(), splits);
+            ada::cuda::gemm(g.stream, p, s, d_A.p(), d_B.p(), d_acc.p(), true, work.data(), splits);
+            if (rlay == 3)
+              ada::cuda::gemm_add(g.stream, p, s, d_A.p(), d_B.p(), d_C.p(), s.ldc, d_C.p(), work.data(), splits);
+            else
+              ada::cuda::gemm_add(g.stream, p, s, d_A.p(), d_B.p(), d_R.p() + roff, ldr, d_C.p(), work.data(), splits);
+            const Vec P = d_P.get(), got = d_C.get(), acc = d_acc.get();
+            Vec want(C0.size(), nan);
+            for (int m = 0; m < M; m++)
+              for (int n = 0; n < Nc; n++) {
+                const size_t i = static_cast<size_t>(m) * s.ldc + n;
+                want[i] = r_at(m, n) + P[i];
+                if (std::isnan(want[i])) ADD_FAILURE() << "the plain product left NaN at " << i << " " << tag;
+              }
+            int bad = 0;
+            for (size_t i = 0; i < want.size(); i++) {
+              if (!same_bits(got[i], want[i]) && bad++ < 3)
+                ADD_FAILURE() << tag << ": gemm_add C[" << i / s.ldc << "][" << i % s.ldc << "] = " << got[i]
+                              << ", want " << want[i];
+              if (!same_bits(acc[i], want[i]) && bad++ < 3)
+                ADD_FAILURE() << tag << ": accumulate C[" << i / s.ldc << "][" << i % s.ldc << "] = " << acc[i]
+                              << ", want " << want[i];
+            }
+            EXPECT_EQ(bad, 0) << tag;
+          }
+    }
+}
+
+// The backend's residual op against its CPU twin (copy, then accumulate),
+// into another buffer and in place (y == r).
+TEST_P(CudaGemm, MatmulResidualForward) {
+  const GemmPrecision p = GetParam();
+  Gpu g(p);
+  Cpu c;
+  for (auto [N, I, O] : {std::tuple{37, 29, 45}, std::tuple{130, 72, 64}, std::tuple{8, 1030, 16}}) {
+    const std::string tag = std::string(ada::cuda::gemm_precision_name(p)) + " N=" + std::to_string(N) +
+                            " I=" + std::to_string(I) + " O=" + std::to_string(O);
+    const size_t no = static_cast<size_t>(N) * O;
+    const Vec x = randn(static_cast<size_t>(N) * I, 60), W = randn(static_cast<size_t>(O) * I, 61);
+    const Vec r = randn(no, 62, 3.0);
+    Vec y(no, 0.0f), y_in = r;
+    Dev<float> d_x(g, x), d_W(g, W), d_r(g, r), d_y(g, Vec(no, std::numeric_limits<float>::quiet_NaN())),
+        d_in(g, r);
+    c.matmul_residual_forward(y.data(), r.data(), x.data(), W.data(), N, I, O);
+    g.matmul_residual_forward(d_y.p(), d_r.p(), d_x.p(), d_W.p(), N, I, O);
+    expect_close("y = r + x W^T       " + tag, d_y.get(), y, gemm_tol(p));
+    c.matmul_residual_forward(y_in.data(), y_in.data(), x.data(), W.data(), N, I, O);
+    g.matmul_residual_forward(d_in.p(), d_in.p(), d_x.p(), d_W.p(), N, I, O);
+    expect_close("y = y + x W^T       " + tag, d_in.get(), y_in, gemm_tol(p));
+    EXPECT_EQ(y_in, y) << "in place and into another buffer give the same bits on the CPU";
+    EXPECT_EQ(d_in.get(), d_y.get()) << "in place and into another buffer give the same bits on the device " << tag;
+    EXPECT_EQ(d_r.get(), r) << "the addend is only read " << tag;
   }
 }
 

@@ -88,6 +88,13 @@ class CpuBackend {
   void matmul_forward(T* y, const T* x, const T* W, int N, int I, int O, bool accumulate = false) {
     ada::matmul_forward(y, x, W, N, I, O, accumulate);
   }
+  // A block's residual add: y (N, O) = r + x (N, I) W^T (y == r or disjoint).
+  // A copy and an accumulating product here; on the GPU r is read in the
+  // GEMM's epilogue (cuda::gemm_add), the same sum rounded the same way.
+  void matmul_residual_forward(T* y, const T* r, const T* x, const T* W, int N, int I, int O) {
+    if (y != r) copy(y, r, (size_t)N * O);
+    ada::matmul_forward(y, x, W, N, I, O, /*accumulate=*/true);
+  }
   // The MLP's up-projection and activation: gu (N, 2F) = x (N, D) W^T, act (N, F) = SwiGLU(gu).
   // Two ops here; one fused kernel on the GPU (cuda/gemm_mma.cu, gemm_mma_swiglu).
   void matmul_swiglu_forward(T* gu, T* act, const T* x, const T* W, int N, int D, int F) {

@@ -234,14 +234,12 @@ class Model {
       write_kv(a, kv.V[l], qkv + 2 * D);
       be.attention_forward(att, s.lse, qkv, kv.K[l], kv.V[l], a.slot, a.qstart, kv.meta(), dims);
       save(s.q, qkv, 3 * D, N, D);
-      be.copy(s.x_mid, x, (size_t)N * D);
-      be.matmul_forward(s.x_mid, att, W.wo, N, D, D, /*accumulate=*/true);  // x + att Wo^T
+      be.matmul_residual_forward(s.x_mid, x, att, W.wo, N, D, D);  // x_mid = x + att Wo^T
       save(s.att, att, D, N, D);
       be.rmsnorm_forward(xn, s.rstd2, s.x_mid, W.mlp_norm, N, D, cfg.norm_eps);  // xn2
       be.matmul_swiglu_forward(gu, act, xn, W.wgu, N, D, F);  // gu = xn2 Wgu^T, act = SwiGLU(gu)
       save(s.gu, gu, 2 * F, N, 2 * F);
-      be.copy(s.x_out, s.x_mid, (size_t)N * D);
-      be.matmul_forward(s.x_out, act, W.wd, N, F, D, /*accumulate=*/true);  // x_mid + act Wd^T
+      be.matmul_residual_forward(s.x_out, s.x_mid, act, W.wd, N, F, D);  // x_out = x_mid + act Wd^T
       a.layers.push_back(s);
       x = s.x_out;
     }
