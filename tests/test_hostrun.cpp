@@ -784,7 +784,8 @@ TEST(HostRunDeathTest, StackOverflowHitsTheGuard) {
 // A kernel that reads one element past its cudaMalloc'd input. Each device
 // allocation is its own heap block of exactly the size asked for, so under
 // AddressSanitizer (make test-asan) the read lands in the block's redzone and
-// stops the process with a report; without ASan nothing can see it.
+// stops the process with a report; without ASan the read lands in the block's
+// guard and gives NaN (writes there are errors: HostRun.GuardsReport...).
 #if defined(__SANITIZE_ADDRESS__)
 #define ADA_TEST_ASAN 1
 #elif defined(__has_feature)
@@ -812,6 +813,41 @@ TEST(HostRunDeathTest, OutOfBoundsDeviceReadIsCaughtByAsan) {
   };
   run(n - 1);  // the same kernel within bounds is clean
   EXPECT_DEATH(run(n), "heap-buffer-overflow");
+#endif
+}
+
+// Without ASan each device block has 256 guard bytes before and after it
+// (runtime.h): a write one element past the end or before the start is an
+// error when its launch returns, naming the block and the pointer argument;
+// the guard is restored; a read past the end reads NaN.
+__global__ void write_at(float* p, int i, float v) {
+  if (threadIdx.x == 0) p[i] = v;
+}
+__global__ void read_at(const float* p, int i, float* out) {
+  if (threadIdx.x == 0) *out = p[i];
+}
+
+TEST(HostRun, GuardsReportAWriteOutsideTheBlock) {
+#ifdef ADA_TEST_ASAN
+  GTEST_SKIP() << "under AddressSanitizer the blocks have redzones instead of guards "
+                  "(HostRunDeathTest.OutOfBoundsDeviceReadIsCaughtByAsan)";
+#else
+  DeviceArray<float> buf(std::vector<float>(1000, 1.0f)), other(8), out(1);
+  ada::launch(write_at, 1, 32, 0, nullptr, buf.get(), 999, 2.0f);  // the last element: clean
+  expect_error([&] { ada::launch(write_at, 1, 32, 0, nullptr, buf.get(), 1000, 5.0f); },
+               "hostrun: a kernel wrote outside its device memory: bytes 0 to 3 past the end of a 4000-byte "
+               "cudaMalloc block (pointer argument 0 of the launch points into it)");
+  expect_error([&] { ada::launch(write_at, 1, 32, 0, nullptr, buf.get(), -1, 5.0f); },
+               "bytes 1 to 4 before the start of a 4000-byte cudaMalloc block");
+  expect_error([&] { ada::launch(write_at, 1, 32, 0, nullptr, buf.get(), 1000 + 60, 5.0f); },
+               "bytes 240 to 243 past the end");
+  ada::launch(write_at, 1, 32, 0, nullptr, buf.get(), 0, 3.0f);  // the guards were restored: clean again
+  ada::launch(read_at, 1, 32, 0, nullptr, buf.get(), 1000, out.get());
+  EXPECT_TRUE(std::isnan(out.download()[0])) << "a read past the end reads the guard";
+  const std::vector<float> got = buf.download();
+  EXPECT_EQ(got[0], 3.0f);
+  EXPECT_EQ(got[999], 2.0f);
+  EXPECT_TRUE(std::isnan(other.download()[0])) << "fresh device memory is still poisoned, not zero";
 #endif
 }
 

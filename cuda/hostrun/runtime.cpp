@@ -6,7 +6,10 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
+#include <vector>
 
+#include "core/common.h"
 #include "hostrun/scheduler.h"
 
 struct CUstream_st {};
@@ -16,6 +19,22 @@ struct CUevent_st {
 };
 
 namespace {
+
+// Guard bytes before and after each device block (see runtime.h); none under
+// AddressSanitizer, whose redzones do better (reads too).
+#if defined(__SANITIZE_ADDRESS__)
+#define ADA_HOSTRUN_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ADA_HOSTRUN_ASAN 1
+#endif
+#endif
+#ifdef ADA_HOSTRUN_ASAN
+constexpr size_t kGuard = 0;
+#else
+constexpr size_t kGuard = 256;  // keeps the memory handed out 256-byte aligned
+#endif
+constexpr unsigned char kGuardByte = 0xff;  // as fresh device memory: NaN / -1 when read
 
 // Every live cudaMalloc allocation: base -> size. Used to validate copies.
 std::mutex g_mu;
@@ -216,9 +235,11 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   // Its own heap block of exactly `bytes` (no rounding up to the alignment):
   // under AddressSanitizer the block's redzone starts right at the end, so a
   // kernel reading or writing one element past the buffer is reported.
-  void* p = nullptr;
-  if (posix_memalign(&p, 256, bytes) != 0) return set_error(cudaErrorMemoryAllocation);
-  std::memset(p, 0xff, bytes);  // uninitialised device memory is not zero
+  void* raw = nullptr;
+  if (posix_memalign(&raw, 256, bytes + 2 * kGuard) != 0) return set_error(cudaErrorMemoryAllocation);
+  std::memset(raw, 0xff, bytes + 2 * kGuard);  // uninitialised device memory is not zero; the guards
+  static_assert(kGuardByte == 0xff, "the guards are filled with the memory");
+  void* p = static_cast<char*>(raw) + kGuard;
   std::lock_guard<std::mutex> lock(g_mu);
   g_allocs[static_cast<const char*>(p)] = bytes;
   g_allocated += bytes;
@@ -238,8 +259,52 @@ cudaError_t cudaFree(void* ptr) {
     g_allocated -= it->second;
     g_allocs.erase(it);
   }
-  std::free(ptr);
+  std::free(static_cast<char*>(ptr) - kGuard);
   return cudaSuccess;
+}
+
+void ada::hostrun::check_guards(const void* const* args, size_t nargs) {
+  if (kGuard == 0) return;
+  static const std::vector<unsigned char> intact(kGuard, kGuardByte);
+  std::string found;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (const auto& [base, size] : g_allocs) {
+      char* lo = const_cast<char*>(base) - kGuard;
+      char* hi = const_cast<char*>(base) + size;
+      for (char* g : {lo, hi}) {
+        if (std::memcmp(g, intact.data(), kGuard) == 0) continue;  // the common case, one vectorised compare
+        size_t first = kGuard;
+        for (size_t i = 0; i < kGuard; ++i)
+          if (static_cast<unsigned char>(g[i]) != kGuardByte) {
+            first = i;
+            break;
+          }
+        if (first == kGuard) continue;
+        size_t last = first;
+        for (size_t i = first; i < kGuard; ++i)
+          if (static_cast<unsigned char>(g[i]) != kGuardByte) last = i;
+        std::memset(g, kGuardByte, kGuard);  // restored: later launches are judged on their own
+        if (!found.empty()) continue;  // the first block is named
+        // Bytes counted from the block's edge: 1 = the byte just before the start,
+        // 0 = the byte just past the end.
+        const bool below = g == lo;
+        const size_t near = below ? kGuard - last : first, far = below ? kGuard - first : last;
+        found = "a kernel wrote outside its device memory: bytes " + std::to_string(near) + " to " +
+                std::to_string(far) + (below ? " before the start" : " past the end") + " of a " +
+                std::to_string(size) + "-byte cudaMalloc block";
+        std::string named;
+        for (size_t a = 0; args && a < nargs; ++a) {
+          const char* q = static_cast<const char*>(args[a]);
+          if (q && q >= lo && q < hi + kGuard)
+            named += (named.empty() ? "" : ", ") + std::to_string(a);
+        }
+        found += named.empty() ? " (no pointer argument of the launch points into it)"
+                               : " (pointer argument " + named + " of the launch points into it)";
+      }
+    }
+  }
+  if (!found.empty()) ada::fail("hostrun: " + found);
 }
 
 cudaError_t cudaMallocHost(void** ptr, size_t bytes) {

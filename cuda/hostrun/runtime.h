@@ -3,8 +3,13 @@
 //
 // Device memory is host memory. cudaMalloc returns 256-byte aligned memory
 // filled with 0xff bytes (uninitialised device memory reads as NaN / -1, not as
-// a convenient zero), each allocation its own heap block of exactly the size
-// asked for (so AddressSanitizer sees a kernel's access past its end), and
+// a convenient zero), each allocation its own heap block. Without
+// AddressSanitizer the block has 256 guard bytes of 0xff before and after the
+// memory asked for: a kernel that reads past either end reads NaN / -1, and
+// one that writes there is reported when its launch returns (check_guards:
+// an ada::Error naming the block and the launch's pointer argument into it;
+// the guard is restored). Under ASan the block is exactly the size asked for,
+// so that ASan's redzone starts right at the end and reports reads too. It
 // remembers every allocation, so that a copy that runs
 // past the end of an allocation, or names a host pointer where a device pointer
 // belongs (swapped directions), fails with cudaErrorInvalidValue instead of
@@ -165,6 +170,11 @@ bool stream_recording(cudaStream_t stream);
 // while a stream records: what a graph's memcpy and memset nodes run.
 cudaError_t copy_for_graph(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t set_for_graph(void* ptr, int value, size_t bytes);
+// After a kernel launch: throws ada::Error if a guard byte of any live device
+// allocation was written (restoring it first), naming the block and which of
+// the launch's pointer arguments (`args`, nargs of them, null for the
+// non-pointers) points into it. A no-op under ASan, which has no guards.
+void check_guards(const void* const* args, size_t nargs);
 }  // namespace ada::hostrun
 
 struct cudaKernelNodeParams {

@@ -25,6 +25,7 @@
 #include "core/common.h"
 #include "hostrun/fiber.h"
 #include "hostrun/racecheck.h"
+#include "hostrun/runtime.h"
 #include "hostrun/statics.h"
 
 // Static __shared__ variables are placed in this ELF section (device.h) so that
@@ -741,6 +742,7 @@ void run_launch(const void* kernel_id, dim3 grid, dim3 block, size_t dynamic_sha
                 "by the host runner");
   runner().launch(kernel_id, grid, block, dynamic_shared_bytes, thunk, ctx,
                   std::vector<const void*>(args, args + (args ? nargs : 0)));
+  check_guards(args, nargs);  // a write past either end of a device block (runtime.h)
 }
 
 namespace {
