@@ -32,7 +32,9 @@
 // baselines of the paper. --policy matched exits tokens at random with a given
 // per-pass exit histogram (--policy-hist, e.g. the learned gates' histogram
 // that `eval` reports as exit_1..exit_{K+1}): the control that isolates *which*
-// tokens the gates stop from *when* they stop them.
+// tokens the gates stop from *when* they stop them. All three fixed policies
+// update with coefficient 1 (PonderLM's), not the gates' s, so they also
+// differ from the gates in the size of the pondering updates.
 #pragma once
 #include <algorithm>
 #include <cmath>
