@@ -13,6 +13,11 @@ prints, per checkpoint, threshold and class: tokens, the share of them that
 stops after each pass, mean passes and accuracy (argmax = target) at that
 threshold. Every token of the validation split is evaluated once
 (`eval --batches 0`); eval must have been built (`make eval`).
+
+The class x passes table is the one `study` writes as "Where each class
+stops" (`depth_stats` in src/train/study_results.cpp), here for any
+checkpoint and threshold; if eval ever prints that table itself, this
+tool reduces to a loop over eval.
 """
 import argparse
 import csv
@@ -39,13 +44,17 @@ def read_one(eval_bin, ckpt, tau, threads):
             sys.exit("gate_read: %s has no token classes (use a synthetic task's data)" % ckpt)
         # K+1 passes at most: halting has exit_1 .. exit_{K+1}
         max_passes = sum(1 for k in report.get("halting", {}) if k.startswith("exit_"))
-        rows = []
+        # per class: tokens, tokens per pass count, passes summed, correct summed
+        counts = [[0, {}, 0, 0] for _ in names]
         with open(csv_path) as f:
             for r in csv.DictReader(f):
-                p, c, k = int(r["passes"]), int(r["correct"]), int(r["cls"])
-                rows.append((p, c, k))
-                max_passes = max(max_passes, p)
-    return names, rows, max_passes
+                p, k = int(r["passes"]), int(r["cls"])
+                c = counts[k]
+                c[0] += 1
+                c[1][p] = c[1].get(p, 0) + 1
+                c[2] += p
+                c[3] += int(r["correct"])
+    return names, counts, max_passes
 
 
 def main():
@@ -67,22 +76,17 @@ def main():
             sys.exit("gate_read: each tau must be a number in [0, 1) (got '%s')" % t)
     for ckpt in a.ckpts:
         for tau in taus:
-            names, rows, P = read_one(a.eval, ckpt, tau, a.threads)
-            head = "%-48s %-7s %-8s %7s " % ("checkpoint", "tau", "class", "tokens")
-            head += " ".join("%6s" % ("@%d" % i if i < P else "all") for i in range(1, P + 1))
-            head += " %6s %6s" % ("passes", "acc")
+            names, counts, P = read_one(a.eval, ckpt, tau, a.threads)
             if ckpt == a.ckpts[0] and tau == taus[0]:
-                print(head)
-            for k, name in enumerate(names):
-                mine = [(p, c) for p, c, kk in rows if kk == k]
-                n = len(mine)
+                head = "%-48s %-7s %-8s %7s " % ("checkpoint", "tau", "class", "tokens")
+                head += " ".join("%6s" % ("@%d" % i if i < P else "all") for i in range(1, P + 1))
+                print(head + " %6s %6s" % ("passes", "acc"))
+            for name, (n, by_pass, passes, correct) in zip(names, counts):
                 if n == 0:
                     continue
-                share = [sum(1 for p, _ in mine if p == i) / n for i in range(1, P + 1)]
                 line = "%-48s %-7s %-8s %7d " % (ckpt[-48:], tau, name, n)
-                line += " ".join("%6.3f" % s for s in share)
-                line += " %6.2f %6.3f" % (sum(p for p, _ in mine) / n, sum(c for _, c in mine) / n)
-                print(line, flush=True)
+                line += " ".join("%6.3f" % (by_pass.get(i, 0) / n) for i in range(1, P + 1))
+                print(line + " %6.2f %6.3f" % (passes / n, correct / n), flush=True)
 
 
 if __name__ == "__main__":
