@@ -15,8 +15,16 @@ struct MethodVariant {
   std::string label;      // for SCOPED_TRACE, e.g. "pause:pause-positions=own"
   std::string method;     // as make_method takes it
   std::string overrides;  // "" = the base options
+  // adaponder's matched policies: a per-pass exit histogram of the base
+  // options' K + 1 passes (0.3 after pass 1, the rest spread evenly)
+  bool exit_hist = false;
   MethodOptions apply(MethodOptions o) const {
     if (!overrides.empty()) apply_method_overrides(o, overrides);
+    if (exit_hist) {
+      const int K = o.ponder_steps;
+      o.ada.policy_hist = "0.3";
+      for (int i = 1; i <= K; i++) o.ada.policy_hist += "/" + std::to_string(0.7 / K);
+    }
     return o;
   }
 };
@@ -28,6 +36,8 @@ inline std::vector<MethodVariant> method_variants() {
   v.push_back({"pause:pause-positions=own", "pause", "pause-positions=own"});
   // TaH2's fixed-depth baseline (no decider: every token runs all M depths, even mixture)
   v.push_back({"tah:tah-policy=fixed", "tah", "tah-policy=fixed"});
+  // AdaPonderLM's control for which tokens stop: random exits, gated updates, ponder loss
+  v.push_back({"adaponder:policy=matched-gated", "adaponder", "policy=matched-gated", true});
   return v;
 }
 

@@ -225,11 +225,12 @@ TEST(AdaPonder, FixedPoliciesHitTheirAverageDepth) {
 }
 
 TEST(AdaPonder, DecodingWithPruningMatchesFullForward) {
-  for (std::string policy : {"gates", "geometric"}) {
+  for (std::string policy : {"gates", "geometric", "matched-gated"}) {
     SCOPED_TRACE(policy);
     AdaPonderOptions o = base_options();
     o.policy = policy;
     o.policy_passes = 2.0;
+    o.policy_hist = "0.3/0.3/0.4";
     AdaCase s(o, 16);
     if (policy == "gates") {
       double gap = 0;
@@ -251,5 +252,76 @@ TEST(AdaPonder, DecodingWithPruningMatchesFullForward) {
       EXPECT_EQ((int)dec->passes_last(), last[t]);
       for (int v = 0; v < V; v++) EXPECT_NEAR(p[v], full[(size_t)t * V + v], 1e-12);
     }
+  }
+}
+
+// ---- --policy matched-gated --------------------------------------------------
+
+namespace {
+AdaPonderOptions matched_gated_options() {
+  AdaPonderOptions o = base_options();
+  o.policy = "matched-gated";
+  o.policy_hist = "0.3/0.3/0.4";
+  return o;
+}
+}  // namespace
+
+// Exits drawn as `matched` draws them; the gates computed on every running
+// row, scaling the updates of the rows that go on, and trained by the
+// update's gradient and the bottom-k ponder loss: the whole model against
+// central differences with all three terms acting.
+TEST(AdaPonderMatchedGated, GradCheckWithThePonderLossActing) {
+  AdaCase s(matched_gated_options(), 21);
+  s.loss();
+  std::vector<int> count(4, 0);
+  for (int p : s.method->last_pass()) count[p]++;
+  ASSERT_GT(count[1], 0);  // tokens exit after pass 1, after pass 2, and run all three
+  ASSERT_GT(count[2], 0);
+  ASSERT_GT(count[3], 0);
+  // A = the gates of every running row: pass 1 all 14 tokens, pass 2 those not yet exited
+  const auto g = s.sorted_gates();
+  ASSERT_EQ(g.size(), (size_t)(14 + 14 - count[1]));
+  size_t best = 2;  // k with the bottom-k cut in the widest gap (at least 2 gates selected)
+  for (size_t j = 2; j + 1 < g.size(); j++)
+    if (g[j] - g[j - 1] > g[best] - g[best - 1]) best = j;
+  ASSERT_GT(g[best] - g[best - 1], 1e-4);
+  s.method->set_k((double)best / g.size());
+  s.loss();
+  const StepStats st = s.method->stats(*s.m);
+  EXPECT_GT(st.loss - st.ce, 0.0);  // the ponder loss acts
+  s.check_all_grads();
+  // every gate tensor receives gradient
+  const auto grads = s.grads();
+  for (auto& p : s.m->layout.tensors()) {
+    if (p.name.rfind("adaponder.gate.", 0) != 0) continue;
+    double mag = 0;
+    for (size_t i = 0; i < p.numel; i++) mag = std::max(mag, std::abs(grads[p.offset + i]));
+    EXPECT_GT(mag, 1e-6) << p.name;
+  }
+}
+
+// The same tokens exit at the same passes as under `matched`; with the gates
+// saturated at s = 1 and no ponder loss, matched-gated is `matched` exactly
+// (loss and every gradient): the two differ only in the gates' s.
+TEST(AdaPonderMatchedGated, IsMatchedWithTheGatesSaturated) {
+  AdaPonderOptions o = matched_gated_options();
+  o.lambda = 0;
+  AdaCase gated(o, 22);
+  o.policy = "matched";
+  AdaCase matched(o, 22);  // same parameters and batch
+  const double l_matched = matched.loss();
+  const double l_gated = gated.loss();
+  EXPECT_EQ(gated.method->last_pass(), matched.method->last_pass());
+  EXPECT_GT(std::abs(l_gated - l_matched), 1e-6);  // with s < 1 the updates differ
+  // b2 = 100: s = sigmoid(logit + 100) rounds to 1 in double
+  for (auto& p : gated.m->layout.tensors())
+    if (p.name.find(".b2") != std::string::npos) gated.m->params.data()[p.offset] = 100.0;
+  EXPECT_EQ(gated.loss(), l_matched);
+  const auto gg = gated.grads(), gm = matched.grads();
+  for (auto& p : gated.m->layout.tensors()) {
+    if (p.name.rfind("adaponder.gate.", 0) == 0) continue;  // matched never reads them
+    std::vector<double> a(gg.begin() + p.offset, gg.begin() + p.offset + p.numel);
+    std::vector<double> b(gm.begin() + p.offset, gm.begin() + p.offset + p.numel);
+    EXPECT_LT(grad_error(a, b), 1e-12) << p.name;
   }
 }

@@ -310,6 +310,10 @@ TEST(AdaPonderMatched, ExitsFollowTheHistogram) {
   EXPECT_NEAR(hist[2], 0.4, 0.08);
   mo.ada.policy_hist = "";
   expect_error([&] { make_method<Bd>("adaponder", mo); }, {"--policy-hist"});
+  mo.ada.policy = "matched-gated";
+  expect_error([&] { make_method<Bd>("adaponder", mo); }, {"--policy-hist"});
+  mo.ada.policy = "sometimes";
+  expect_error([&] { make_method<Bd>("adaponder", mo); }, {"--policy", "matched-gated", "sometimes"});
 }
 
 // ---- eval --per-token / --paired ---------------------------------------------------------

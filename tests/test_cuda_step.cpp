@@ -122,6 +122,8 @@ std::vector<Variant> variants() {
   ada::MethodOptions matched = mo;  // random exits with a given per-pass histogram
   matched.ada.policy = "matched", matched.ada.policy_hist = "0.3/0.3/0.4";
   v.push_back(variant("adaponder_matched", "adaponder", matched));
+  matched.ada.policy = "matched-gated";  // the same exits, the updates scaled by the gates
+  v.push_back(variant("adaponder_matched_gated", "adaponder", matched));
   ada::MethodOptions cyb_warm = mo;  // CYB in its warm-up (step 60 of 100 < 100): the anytime loss
   cyb_warm.cyb.warmup = 100;
   v.push_back(variant("cyb_warmup", "cyb", cyb_warm));
@@ -367,7 +369,10 @@ TEST_P(CudaStep, HostWaitsPerStep) {
     if (base.size() > rc.size() && base.compare(base.size() - rc.size(), rc.size(), rc) == 0)
       base.resize(base.size() - rc.size());
   long long want_in = 0;
-  if (base == "adaponder" || base == "adaponder_pruning" || base == "adaponder_masked") want_in = 2;
+  // (matched-gated reads its gates too: its exits are drawn, but the bottom-k ponder loss ranks the gates)
+  if (base == "adaponder" || base == "adaponder_pruning" || base == "adaponder_masked" ||
+      base == "adaponder_matched_gated")
+    want_in = 2;
   if (base == "latent_cot") want_in = 3;
   if (base == "tah") want_in = 5;
   EXPECT_EQ(in_pass, want_in) << v.label << ": host waits during forward and backward";
@@ -375,6 +380,81 @@ TEST_P(CudaStep, HostWaitsPerStep) {
   // five per-row arrays (greedy NLL, steps, supervision, DK logits, target log-probabilities): copies once the
   // first has waited for the step.
   EXPECT_EQ(after, v.method == "cyb" ? 6 : 1) << v.label << ": host waits for the statistics and the norm";
+}
+
+// Every method's KV-cached decoder through the CUDA backend: token by token,
+// the next-token distribution and the passes used equal the CPU decoder's,
+// and the distribution equals the CUDA full forward's at that position (on
+// the CPU the decoders reproduce the full forward exactly:
+// Decode.CachedDecodingMatchesFullForward). One sequence of 11 tokens, fp32
+// GEMMs, the step's parameters.
+struct Decoded {
+  std::vector<double> dec, full;  // (T, V): the decoder's and the full forward's distributions
+  std::vector<double> passes;     // per position: the decoder's passes (or steps)
+};
+
+template <class Bk>
+Decoded decode_sequence(Bk& be, const Variant& v, const ada::MethodOptions& opts, const Batch& b) {
+  auto method = ada::make_method<Bk>(v.method, opts);
+  auto model = ada::make_model(be, ada::preset_config("test"), *method);
+  model->recompute_logits = v.recompute_logits;
+  std::vector<double> host(model->num_params());
+  ada::Rng r(4);
+  for (auto& p : model->layout.tensors())
+    for (size_t i = 0; i < p.numel; i++) {
+      double x = v.scale * r.normal();
+      if (p.init == ada::Init::Ones) x += 1.0;
+      if (p.init == ada::Init::Constant) x = p.init_value * 0.2 + x;
+      host[p.offset + i] = x;
+    }
+  be.to_device(model->params.data(), host.data(), host.size());
+  Decoded d;
+  model->arena.reset();
+  method->forward(*model, b, false);
+  method->probabilities(*model, d.full);
+  auto dec = method->decoder(*model, b.T);
+  for (int t = 0; t < b.T; t++) {
+    const std::vector<double>& p = dec->step(b.inputs[t]);
+    d.dec.insert(d.dec.end(), p.begin(), p.end());
+    d.passes.push_back(dec->passes_last());
+  }
+  return d;
+}
+
+TEST_P(CudaStep, DecodingMatchesCpu) {
+  const Variant& v = GetParam();
+  if (v.bf16_acts) GTEST_SKIP() << "bf16 activations are a training-time store: decoding is the base variant's";
+  Batch b = random_batch(1, 11, ada::preset_config("test").vocab, 9);
+  ada::MethodOptions opts = v.opts;
+  // ponderlm2's forward is the sequential decoder's solution once its Jacobi
+  // passes reach (K+1) T (test_ponderlm2.cpp)
+  opts.plm2.jacobi_eval = (opts.plm2.K + 1) * b.T;
+  Cpu cpu;
+  Gpu gpu(GemmPrecision::Fp32);
+  const Decoded want = decode_sequence(cpu, v, opts, b);
+  const Decoded got = decode_sequence(gpu, v, opts, b);
+  const size_t V = want.dec.size() / b.T;
+  ASSERT_EQ(got.dec.size(), want.dec.size());
+  ASSERT_EQ(got.full.size(), want.full.size());
+  // On a GPU a halting decision within rounding of its threshold may go the
+  // other way (see the top of this file), and every later token then reads
+  // other keys: compare up to the first position whose passes differ, and
+  // require that to be near the end.
+  size_t agree = 0;
+  while (agree < want.passes.size() && got.passes[agree] == want.passes[agree]) agree++;
+  if (!kRealGpu) EXPECT_EQ(got.passes, want.passes) << v.label << ": passes per decoded token";
+  else EXPECT_GE(agree, want.passes.size() - 1) << v.label << ": passes per decoded token";
+  double vs_cpu = 0, vs_full = 0, top = 0;
+  for (size_t i = 0; i < agree * V; i++) {
+    vs_cpu = std::max(vs_cpu, std::abs(got.dec[i] - want.dec[i]));
+    vs_full = std::max(vs_full, std::abs(got.dec[i] - got.full[i]));
+    top = std::max(top, want.dec[i]);
+  }
+  if (std::getenv("ADA_VERBOSE"))
+    std::printf("  %-34s decoder vs cpu %.2e, vs cuda forward %.2e\n", v.label.c_str(), vs_cpu, vs_full);
+  EXPECT_LT(vs_cpu, 1e-5) << v.label << ": CUDA decoder against the CPU decoder";
+  EXPECT_LT(vs_full, 1e-5) << v.label << ": CUDA decoder against the CUDA full forward";
+  EXPECT_GT(top, 2.0 / V) << v.label << ": the distributions are not uniform";
 }
 
 INSTANTIATE_TEST_SUITE_P(Methods, CudaStep, ::testing::ValuesIn(variants()),

@@ -4,11 +4,13 @@
 // per-class figures on a run trained briefly on the task.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "core/json.h"
 #include "text/chain_task.h"
 #include "text/class_file.h"
 #include "text/dataset.h"
@@ -607,4 +609,90 @@ TEST(MakeTask, EvalPrintsPerClassFigures) {
     n++;
   }
   EXPECT_EQ(n, targets);
+}
+
+// eval splits each class's tokens by the passes they used ("by passes" and
+// --json "by_passes"): the counts, shares, accuracies and NLLs are those of
+// eval's own --per-token file. An AdaPonderLM run with random exits
+// (--policy matched) gives every class tokens at every depth.
+TEST(MakeTask, EvalPrintsWhereEachClassStops) {
+  const std::string make_task = program("make_task"), train_cpu = program("train_cpu"), eval = program("eval");
+  if (make_task.empty() || train_cpu.empty() || eval.empty())
+    GTEST_SKIP() << "set ADA_BIN_DIR to the folder of the built programs to run them";
+  const std::string dir = scratch_dir("task_by_passes"), data = dir + "/data";
+  ProgramResult r = run_program(make_task + " --out " + data + " --train-tokens 20000 --val-tokens 4096 --seed 6", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run_program(train_cpu + " --method adaponder --ponder-steps 2 --policy matched --policy-hist 0.3/0.3/0.4 "
+                      "--config test --vocab 256 --tokenizer bytes --data " + data +
+                      " --steps 3 --batch 2 --seq 64 --eval-every 3 --eval-batches 1 --out " + dir + "/run",
+                  dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run_program(eval + " --ckpt " + dir + "/run --batches 0 --per-token " + dir + "/tok.csv --json " + dir + "/e.json",
+                  dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+
+  // the table from the per-token file: [class][passes] -> tokens, correct, NLL sum
+  struct Cell {
+    long long tokens = 0, correct = 0;
+    double nll = 0;
+  };
+  std::map<int, std::map<int, Cell>> want;
+  std::stringstream pt(read_bytes(dir + "/tok.csv"));
+  std::string line;
+  std::getline(pt, line);
+  while (std::getline(pt, line)) {
+    double nll, passes;
+    int ok, cls;
+    size_t pos;
+    ASSERT_EQ(std::sscanf(line.c_str(), "%lf,%lf,%d,%zu,%d", &nll, &passes, &ok, &pos, &cls), 5) << line;
+    Cell& c = want[cls][(int)passes];
+    c.tokens++, c.correct += ok, c.nll += nll;
+  }
+  const std::vector<std::string> names = ChainTaskOptions().class_names();
+  size_t cells = 0;
+  for (auto& [c, row] : want) {
+    EXPECT_EQ(row.size(), 3u) << names[c] << ": random exits give every class every depth";
+    cells += row.size();
+  }
+
+  // --json by_passes
+  const Json j = parse_json(read_bytes(dir + "/e.json"), "e.json");
+  const Json* bp = j.find("by_passes");
+  ASSERT_TRUE(bp && bp->is(Json::Type::Array)) << read_bytes(dir + "/e.json");
+  ASSERT_EQ(bp->items.size(), cells);
+  for (const Json& x : bp->items) {
+    const std::string cls = x.find("class")->text;
+    const int c = (int)(std::find(names.begin(), names.end(), cls) - names.begin());
+    ASSERT_LT(c, (int)names.size()) << cls;
+    const int p = (int)x.find("passes")->number;
+    ASSERT_TRUE(want[c].count(p)) << cls << " " << p;
+    const Cell& w = want[c][p];
+    long long class_tokens = 0;
+    for (auto& kv : want[c]) class_tokens += kv.second.tokens;
+    EXPECT_EQ(x.find("tokens")->number, w.tokens) << cls << " " << p;
+    EXPECT_NEAR(x.find("share")->number, (double)w.tokens / class_tokens, 1e-9);
+    EXPECT_NEAR(x.find("accuracy")->number, (double)w.correct / w.tokens, 1e-9);
+    EXPECT_NEAR(x.find("nll")->number, w.nll / w.tokens, 1e-6);
+  }
+
+  // the printed lines: one per class and passes, in class order
+  const size_t at = r.out.find("by passes");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::stringstream ss(r.out.substr(at));
+  std::getline(ss, line);  // the header
+  for (auto& [c, row] : want)
+    for (auto& [p, w] : row) {
+      ASSERT_TRUE(std::getline(ss, line)) << r.out;
+      char name[64];
+      int passes;
+      long long tokens;
+      double share, acc, nll;
+      ASSERT_EQ(std::sscanf(line.c_str(), " %63s %d %lld %lf%% %lf %lf", name, &passes, &tokens, &share, &acc, &nll), 6)
+          << line;
+      EXPECT_EQ(name, names[c]);
+      EXPECT_EQ(passes, p);
+      EXPECT_EQ(tokens, w.tokens);
+      EXPECT_NEAR(acc, (double)w.correct / w.tokens, 1e-4);
+      EXPECT_NEAR(nll, w.nll / w.tokens, 1e-4);
+    }
 }

@@ -14,13 +14,11 @@ stops after each pass, mean passes and accuracy (argmax = target) at that
 threshold. Every token of the validation split is evaluated once
 (`eval --batches 0`); eval must have been built (`make eval`).
 
-The class x passes table is the one `study` writes as "Where each class
-stops" (`depth_stats` in src/train/study_results.cpp), here for any
-checkpoint and threshold; if eval ever prints that table itself, this
-tool reduces to a loop over eval.
+The class x passes table is eval's "by passes" (its --json "by_passes"),
+the table `study` writes as "Where each class stops"; this tool is a loop
+of eval over checkpoints and thresholds.
 """
 import argparse
-import csv
 import json
 import os
 import subprocess
@@ -30,31 +28,28 @@ import tempfile
 
 def read_one(eval_bin, ckpt, tau, threads):
     with tempfile.TemporaryDirectory() as tmp:
-        csv_path = os.path.join(tmp, "t.csv")
         json_path = os.path.join(tmp, "t.json")
         cmd = [eval_bin, "--ckpt", ckpt, "--batches", "0", "--threads", str(threads),
-               "--method-overrides", "tau=%s" % tau, "--per-token", csv_path, "--json", json_path]
+               "--method-overrides", "tau=%s" % tau, "--json", json_path]
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if done.returncode != 0:
             sys.exit("gate_read: %s failed:\n%s" % (" ".join(cmd), done.stdout))
         with open(json_path) as f:
             report = json.load(f)
-        names = report.get("classes") or []
-        if not names:
-            sys.exit("gate_read: %s has no token classes (use a synthetic task's data)" % ckpt)
-        # K+1 passes at most: halting has exit_1 .. exit_{K+1}
-        max_passes = sum(1 for k in report.get("halting", {}) if k.startswith("exit_"))
-        # per class: tokens, tokens per pass count, passes summed, correct summed
-        counts = [[0, {}, 0, 0] for _ in names]
-        with open(csv_path) as f:
-            for r in csv.DictReader(f):
-                p, k = int(r["passes"]), int(r["cls"])
-                c = counts[k]
-                c[0] += 1
-                c[1][p] = c[1].get(p, 0) + 1
-                c[2] += p
-                c[3] += int(r["correct"])
-    return names, counts, max_passes
+    names = report.get("classes") or []
+    if not names:
+        sys.exit("gate_read: %s has no token classes (use a synthetic task's data)" % ckpt)
+    # K+1 passes at most: halting has exit_1 .. exit_{K+1}
+    max_passes = sum(1 for k in report.get("halting", {}) if k.startswith("exit_"))
+    # per class: tokens, tokens per pass count, passes summed, correct summed
+    counts = {name: [0, {}, 0, 0] for name in names}
+    for cell in report["by_passes"]:
+        c, p, n = counts[cell["class"]], cell["passes"], cell["tokens"]
+        c[0] += n
+        c[1][p] = n
+        c[2] += p * n
+        c[3] += cell["accuracy"] * n
+    return names, [counts[name] for name in names], max_passes
 
 
 def main():

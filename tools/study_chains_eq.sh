@@ -8,19 +8,21 @@
 #
 # Post-training specs (init-from=@standard) get standard listed first, so
 # study reuses (or trains) that seed's standard run; a matched policy
-# (policy-hist=auto) gets adaponder listed first, whose gates' exit histogram
-# it copies. Each item's log is
-# studies/chains_eq/logs/<label>_s<seed>.log.
+# (policy-hist=auto) gets its gated run (the spec less its policy options)
+# listed first, whose gates' exit histogram it copies. Each item's log is
+# $OUT/logs/<label>_s<seed>.log.
 set -u
 cd "$(dirname "$0")/.."
-OUT=studies/chains_eq
+OUT=${OUT:-studies/chains_eq}  # another study folder: OUT=studies/x tools/...
 mkdir -p "$OUT/logs"
 for item in "$@"; do
   spec=${item%@*}; seed=${item##*@}
   methods=$spec
   case $spec in
     *init-from=@standard*) methods="standard,$spec" ;;
-    *policy-hist=auto*) methods="adaponder,$spec" ;;
+    # its own gated run: the spec less its policy options (adaponder:gate-bias=0
+    # for adaponder:gate-bias=0:policy=matched-gated:policy-hist=auto)
+    *policy-hist=auto*|*policy-passes=auto*) methods="$(echo "$spec" | tr ':' '\n' | grep -v '^policy' | paste -sd: -),$spec" ;;
   esac
   label=$(echo "$spec" | tr ':=/' '___')
   ./study --data data/chains_equal --vocab 256 --tokenizer bytes --seq 114 --steps 1500 --threads 1 \

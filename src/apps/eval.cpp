@@ -7,6 +7,10 @@
 //   ./eval --ckpt runs/std --batches 0 --per-token std.csv            # every token's NLL and passes
 //   ./eval --ckpt runs/latent --batches 0 --paired std.csv            # per-token NLL against that run,
 //                                                                     # overall and by passes used
+// An adaptive method's tokens are also split by the passes they used, per
+// difficulty class ("by passes": tokens, share of the class, accuracy, NLL;
+// --json "by_passes"): where each class stops, the table `study` writes for
+// its runs, here for any checkpoint and --method-overrides (e.g. a raised tau).
 // Defaults (data, tokenizer, batch, seq, number of batches, validation
 // fraction) are the checkpoint's training options, so that by default the
 // loss equals the run's last logged val_loss.
@@ -28,6 +32,7 @@
 #include "train/evaluation.h"
 #include "core/json.h"
 #include "train/metrics.h"
+#include "train/study_stats.h"
 
 using namespace ada;
 
@@ -235,6 +240,25 @@ int main(int argc, char** argv) {
                     c.passes());
     }
 
+    // Where each class stops: per class (or all tokens) and passes used.
+    const int n_classes = (int)r.class_names.size();
+    const std::vector<int> cls = n_classes > 0 ? r.cls : std::vector<int>(r.nll.size(), 0);
+    DepthTable by_passes;
+    depth_stats(by_passes, r.nll, r.passes, r.correct, cls, n_classes);
+    auto class_total = [&](size_t c) {
+      long long n = 0;
+      for (auto& kv : by_passes[c]) n += kv.second.tokens;
+      return n;
+    };
+    if (r.pass_histogram().size() > 1) {
+      std::printf("by passes   %-10s %6s %9s %7s %9s %9s\n", "class", "passes", "tokens", "share", "accuracy", "NLL");
+      for (size_t c = 0; c < by_passes.size(); c++)
+        for (auto& [p, d] : by_passes[c])
+          std::printf("            %-10s %6lld %9lld %6.2f%% %9.4f %9.4f\n",
+                      n_classes > 0 ? r.class_names[c].c_str() : "all", p, d.tokens, 100.0 * d.tokens / class_total(c),
+                      (double)d.correct / d.tokens, d.nll_sum / d.tokens);
+    }
+
     if (!o.per_token.empty()) {
       write_per_token(o.per_token, r);
       std::printf("per-token   %s (%zu tokens)\n", o.per_token.c_str(), r.nll.size());
@@ -285,7 +309,18 @@ int main(int argc, char** argv) {
                ", \"passes\": " + num(classes[c].passes()) + "}";
         j += "}";
       }
-      j += "}\n";
+      j += ", \"by_passes\": [";
+      bool first_cell = true;
+      for (size_t c = 0; c < by_passes.size(); c++)
+        for (auto& [p, d] : by_passes[c]) {
+          j += std::string(first_cell ? "" : ", ") + "{\"class\": " +
+               json_quote(n_classes > 0 ? r.class_names[c] : std::string("all")) + ", \"passes\": " +
+               std::to_string(p) + ", \"tokens\": " + std::to_string(d.tokens) +
+               ", \"share\": " + num((double)d.tokens / class_total(c)) +
+               ", \"accuracy\": " + num((double)d.correct / d.tokens) + ", \"nll\": " + num(d.nll_sum / d.tokens) + "}";
+          first_cell = false;
+        }
+      j += "]}\n";
       write_file_atomic(o.json, j);
     }
     return 0;

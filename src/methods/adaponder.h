@@ -34,7 +34,12 @@
 // that `eval` reports as exit_1..exit_{K+1}): the control that isolates *which*
 // tokens the gates stop from *when* they stop them. All three fixed policies
 // update with coefficient 1 (PonderLM's), not the gates' s, so they also
-// differ from the gates in the size of the pondering updates.
+// differ from the gates in the size of the pondering updates. --policy
+// matched-gated removes that difference: exits drawn exactly as `matched`'s,
+// but the gates are computed, scale every running token's update until its
+// drawn exit (coef = s, tau not applied) and are trained by the update's
+// gradient and the bottom-k ponder loss as under `gates`; only *which* tokens
+// stop differs from the gated run.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -58,9 +63,9 @@ struct AdaPonderOptions {
   long long k_warmup = -1;     // steps over which k ramps up (-1: 20% of the run)
   int gate_hidden = 0;         // D_g (0: D/4)
   double gate_bias = 4.0;      // initial gate bias: s ~ 0.98, start as PonderLM
-  std::string policy = "gates";  // gates | uniform | geometric | matched
+  std::string policy = "gates";  // gates | uniform | geometric | matched | matched-gated
   double policy_passes = 0;    // uniform/geometric: target average passes per token
-  std::string policy_hist;     // matched: fractions of tokens exiting after pass 1..K+1 (f1/f2/.../fK+1)
+  std::string policy_hist;     // matched, matched-gated: fractions of tokens exiting after pass 1..K+1 (f1/f2/.../fK+1)
   bool compaction = true;      // compute only active rows
 };
 
@@ -96,6 +101,11 @@ struct GateBackward {
   }
 };
 
+// The policies whose exits are drawn at random with --policy-hist's histogram.
+inline bool matched_policy(const std::string& policy) { return policy == "matched" || policy == "matched-gated"; }
+// The policies that compute the gates and scale the updates by them.
+inline bool gated_policy(const std::string& policy) { return policy == "gates" || policy == "matched-gated"; }
+
 // Deterministic uniform in [0, 1) from a few integers (the fixed policies).
 inline double hash_uniform(uint64_t a, uint64_t b, uint64_t c) {
   uint64_t z = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^ c * 0x94D049BB133111EBull;
@@ -110,11 +120,12 @@ inline double hash_uniform(uint64_t a, uint64_t b, uint64_t c) {
 //              each), the rest run all K+1:  avg = (K+1) - f K (K+1) / 2
 //   geometric: after each pass i <= K a running token exits with probability q:
 //              avg = sum_{j=0..K} (1-q)^j
-//   matched:   exit after pass i with probability f_i (cdf: the cumulative
-//              f_1..f_{K+1}, from policy_hist_cdf)
+//   matched, matched-gated: exit after pass i with probability f_i (cdf: the
+//              cumulative f_1..f_{K+1}, from policy_hist_cdf); the same draws
+//              for both, so their tokens exit at the same passes
 inline int fixed_policy_exit(const std::string& policy, double avg, int K, uint64_t salt, uint64_t token,
                              const std::vector<double>* cdf = nullptr) {
-  if (policy == "matched") {
+  if (matched_policy(policy)) {
     const double u = hash_uniform(salt, token, 0);
     for (int i = 0; i < K; i++)
       if (u < (*cdf)[i]) return i + 1;
@@ -177,9 +188,9 @@ class AdaPonderMethod : public Method<Bk> {
     check(o.tau >= 0 && o.tau < 1, "--tau must be in [0, 1)");
     check(o.ponder_k >= 0 && o.ponder_k <= 1, "--ponder-k must be in [0, 1]");
     check(o.lambda >= 0, "--ponder-lambda must be >= 0");
-    check(o.policy == "gates" || o.policy == "uniform" || o.policy == "geometric" || o.policy == "matched",
-          "--policy must be gates, uniform, geometric or matched (got '" + o.policy + "')");
-    if (o.policy == "matched") cdf_ = policy_hist_cdf(o.policy_hist, o.K);
+    check(gated_policy(o.policy) || matched_policy(o.policy) || o.policy == "uniform" || o.policy == "geometric",
+          "--policy must be gates, uniform, geometric, matched or matched-gated (got '" + o.policy + "')");
+    if (matched_policy(o.policy)) cdf_ = policy_hist_cdf(o.policy_hist, o.K);
     if (o.policy == "uniform" || o.policy == "geometric")
       check(o.policy_passes >= 1 && o.policy_passes <= o.K + 1,
             "--policy-passes must be in [1, K+1] for a fixed policy (got " + std::to_string(o.policy_passes) + ")");
@@ -189,7 +200,7 @@ class AdaPonderMethod : public Method<Bk> {
   // e^0 = s0 sqrt(D) E[x] with s0 = K, as PonderLM
   double default_embed_scale(const ModelConfig& c) const override { return o_.K * std::sqrt((double)c.dim); }
   const AdaPonderOptions& options() const { return o_; }
-  const std::vector<double>& policy_cdf() const { return cdf_; }  // matched policy: cumulative exit fractions
+  const std::vector<double>& policy_cdf() const { return cdf_; }  // matched policies: cumulative exit fractions
 
   static std::string gate_name(int i, const char* what) { return "adaponder.gate." + std::to_string(i) + "." + what; }
 
@@ -216,7 +227,8 @@ class AdaPonderMethod : public Method<Bk> {
     const int D = m.cfg.dim, K = o_.K;
     B_ = b.B, T_ = b.T, N_ = b.B * b.T;
     const T c = T(std::sqrt((double)D));
-    const bool gates = o_.policy == "gates";
+    const bool learned_exits = o_.policy == "gates";   // the gates decide the exits
+    const bool gated = gated_policy(o_.policy);         // the gates scale the updates
     const uint64_t salt = training ? salt_ : 0;
 
     passes_.assign(K + 1, Pass());
@@ -227,8 +239,8 @@ class AdaPonderMethod : public Method<Bk> {
       check(y < m.cfg.vocab, "target token id " + std::to_string(y) + " is outside the vocabulary");
       supervised_ += y >= 0;
     }
-    std::vector<int> exit_pass(N_, K + 1);
-    if (!gates)
+    std::vector<int> exit_pass(N_, K + 1);  // drawn exits (every policy but gates)
+    if (!learned_exits)
       for (int t = 0; t < N_; t++) exit_pass[t] = fixed_policy_exit(o_.policy, o_.policy_passes, K, salt, t, &cdf_);
 
     e0_ = m.embed(b.inputs, &ids_);  // e^0 = s0 sqrt(D) E[x] (default_embed_scale)
@@ -266,11 +278,20 @@ class AdaPonderMethod : public Method<Bk> {
       std::vector<char> stop(n, 0);  // running rows whose last pass is this one
       if (i < K) {
         P.coef = m.alloc(n);
-        if (gates) {
-          gate_forward(m, i, P);
+        if (learned_exits) {  // m^i = m^{i-1} [s^i >= tau]
+          gate_forward(m, i, P, P.d_running, T(o_.tau));
           P.s_host.resize(n);
           m.be.to_host(P.s_host.data(), P.s, n);
           for (int r = 0; r < n; r++) stop[r] = P.running[r] && P.s_host[r] < o_.tau;
+        } else if (gated) {  // matched-gated: the drawn exit; coef = s for the rows that go on
+          std::vector<int> goes_on(n);
+          for (int r = 0; r < n; r++) {
+            stop[r] = P.running[r] && exit_pass[P.rows[r]] == i + 1;
+            goes_on[r] = P.running[r] && !stop[r];
+          }
+          gate_forward(m, i, P, upload(m, goes_on), T(0));
+          P.s_host.resize(n);
+          m.be.to_host(P.s_host.data(), P.s, n);
         } else {  // fixed policy: the update is PonderLM's (coef 1) until the token exits
           std::vector<double> coef(n);
           for (int r = 0; r < n; r++) {
@@ -312,7 +333,7 @@ class AdaPonderMethod : public Method<Bk> {
   // ---------------------------------------------------------------------
   void backward(Model<Bk>& m, double loss_scale) override {
     const int D = m.cfg.dim, K = o_.K;
-    const bool gates = o_.policy == "gates";
+    const bool gated = gated_policy(o_.policy);
     T* de = m.zeros((size_t)N_ * D);  // dL/de^{i}, walked down from i = K+1
     for (int i = K; i >= 0; i--) {
       Pass& P = passes_[i];
@@ -323,7 +344,7 @@ class AdaPonderMethod : public Method<Bk> {
       if (i < K) {
         T* dupd = m.alloc((size_t)n * D);
         m.be.gather_rows(dupd, D, de, D, P.d_rows, n, D);  // dL/d(update) = dL/de^{i+1} rows
-        if (gates) dhn = gate_backward(m, i, P, dupd, loss_scale);
+        if (gated) dhn = gate_backward(m, i, P, dupd, loss_scale);
         dphi = m.alloc((size_t)n * D);
         m.be.scale_rows(dphi, dupd, P.coef, n, D);
       }
@@ -427,14 +448,15 @@ class AdaPonderMethod : public Method<Bk> {
   struct GateActs {
     T *u = nullptr, *a = nullptr, *logit = nullptr, *s = nullptr;
   };
-  GateActs gate_mlp(Model<Bk>& m, int i, const T* hn, int n, const int* d_running, T* coef) {
+  // coef = s for a row with d_running set and s >= tau, else 0.
+  GateActs gate_mlp(Model<Bk>& m, int i, const T* hn, int n, const int* d_running, T* coef, T tau) {
     const int D = m.cfg.dim, Dg = gate_hidden(m.cfg);
     GateActs g;
     g.u = m.alloc((size_t)n * Dg), g.a = m.alloc((size_t)n * Dg), g.logit = m.alloc(n), g.s = m.alloc(n);
     m.be.matmul_forward(g.u, hn, m.param(gate_name(i, "w1")), n, D, Dg);
     m.be.silu_forward(g.a, g.u, (size_t)n * Dg);
     m.be.matmul_forward(g.logit, g.a, m.param(gate_name(i, "w2")), n, Dg, 1);
-    m.be.for_each(n, GateForward<T>{g.logit, m.param(gate_name(i, "b2")), d_running, g.s, coef, T(o_.tau)});
+    m.be.for_each(n, GateForward<T>{g.logit, m.param(gate_name(i, "b2")), d_running, g.s, coef, tau});
     m.flops.fwd += 2.0 * n * (D * Dg + Dg);
     m.flops.other += op_cost::silu((double)n * Dg) + op_cost::sigmoid(n) + 2.0 * n;  // + b2, the tau test
     return g;
@@ -464,8 +486,8 @@ class AdaPonderMethod : public Method<Bk> {
     return d;
   }
 
-  void gate_forward(Model<Bk>& m, int i, Pass& P) {
-    P.gate = gate_mlp(m, i, P.ro.hn, (int)P.rows.size(), P.d_running, P.coef);
+  void gate_forward(Model<Bk>& m, int i, Pass& P, const int* d_running, T tau) {
+    P.gate = gate_mlp(m, i, P.ro.hn, (int)P.rows.size(), d_running, P.coef, tau);
     P.s = P.gate.s;
   }
 
@@ -570,12 +592,12 @@ class AdaPonderDecoder : public Decoder<Bk> {
     const AdaPonderOptions& o = meth_.options();
     const int K = o.K, D = m.cfg.dim;
     const T c = T(std::sqrt((double)D));
-    const int exit_fixed = o.policy == "gates" ? 0 : fixed_policy_exit(o.policy, o.policy_passes, K, 0, (uint64_t)t, &meth_.policy_cdf());
+    const int exit_drawn = o.policy == "gates" ? 0 : fixed_policy_exit(o.policy, o.policy_passes, K, 0, (uint64_t)t, &meth_.policy_cdf());
     const PassPlan plan = this->one_row(kv_[0].S, t, t);
     T* e = m.embed({token});
-    int* one = m.arena.template alloc<int>(1);
-    const int one_h = 1;
-    m.be.to_device(one, &one_h, 1);
+    int* flag = m.arena.template alloc<int>(2);  // device 1 and 0: the gate's running flag
+    const int flag_h[2] = {1, 0};
+    m.be.to_device(flag, flag_h, 2);
     const T* final_logits = nullptr;
     for (int i = 0; i <= K; i++) {
       if (final_logits) {  // halted: reuse the keys/values of the previous pass
@@ -591,12 +613,15 @@ class AdaPonderDecoder : public Decoder<Bk> {
       T* coef = m.alloc(1);
       bool stop;
       if (o.policy == "gates") {
-        auto g = meth_.gate_mlp(m, i, ro.hn, 1, one, coef);
+        auto g = meth_.gate_mlp(m, i, ro.hn, 1, flag, coef, T(o.tau));
         T s;
         m.be.to_host(&s, g.s, 1);
         stop = s < T(o.tau);
+      } else if (gated_policy(o.policy)) {  // matched-gated: the drawn exit, coef = s until then
+        stop = exit_drawn == i + 1;
+        meth_.gate_mlp(m, i, ro.hn, 1, stop ? flag + 1 : flag, coef, T(0));
       } else {
-        stop = exit_fixed == i + 1;
+        stop = exit_drawn == i + 1;
         const double cf = stop ? 0.0 : 1.0;
         m.be.to_device(coef, &cf, 1);
       }

@@ -50,10 +50,10 @@ inline void add_method_flags(Flags& f, MethodOptions& o) {
   f.add("--ponder-k-warmup", &o.ada.k_warmup, "adaponder: steps over which k ramps up (-1 = 20% of --steps)", -1, kMaxSteps);
   f.add("--gate-hidden", &o.ada.gate_hidden, "adaponder: gate MLP hidden width (0 = D/4)", 0, kMaxHidden);
   f.add("--gate-bias", &o.ada.gate_bias, "adaponder: initial gate bias (4 -> s = 0.98)");
-  f.add("--policy", &o.ada.policy, "adaponder: gates | uniform | geometric | matched (fixed pruning baselines)");
+  f.add("--policy", &o.ada.policy, "adaponder: gates | uniform | geometric | matched (fixed pruning baselines) | matched-gated (matched's exits, gated updates)");
   f.add("--policy-passes", &o.ada.policy_passes, "adaponder uniform/geometric policies: average passes per token");
   f.add("--policy-hist", &o.ada.policy_hist,
-        "adaponder matched policy: fractions of tokens exiting after pass 1..K+1, '/'-separated (e.g. eval's exit_i)");
+        "adaponder matched and matched-gated policies: fractions of tokens exiting after pass 1..K+1, '/'-separated (e.g. eval's exit_i)");
   f.add("--compaction", &o.ada.compaction, "adaponder: compute only active rows (0 = masked reference)");
   f.add("--cyb-gamma", &o.cyb.gamma0, "cyb: per-step discount gamma_i = gamma^(i-1)");
   f.add("--cyb-deadline", &o.cyb.deadline, "cyb: world deadline distribution omega: uniform | last");
