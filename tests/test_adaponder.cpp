@@ -61,6 +61,15 @@ double threshold_in_gap(const std::vector<double>& s, double lo, double hi, doub
   return at;
 }
 
+// The index j >= first of the widest gap g[j] - g[j-1] between consecutive
+// sorted gate values: a bottom-k cut of j gates there is far from every gate.
+size_t widest_gap_index(const std::vector<double>& g, size_t first) {
+  size_t best = first;
+  for (size_t j = first; j + 1 < g.size(); j++)
+    if (g[j] - g[j - 1] > g[best] - g[best - 1]) best = j;
+  return best;
+}
+
 AdaPonderOptions base_options() {
   AdaPonderOptions o;
   o.K = 2;
@@ -78,9 +87,7 @@ TEST(AdaPonder, GradCheckNoPruning) {
   const auto g = s.sorted_gates();
   ASSERT_EQ(g.size(), 2u * 14u);  // no pruning: every token has K gates
   // pick k so that the bottom-k cut falls in a wide gap of the gates
-  size_t best = 1;
-  for (size_t j = 1; j + 1 < g.size(); j++)
-    if (g[j] - g[j - 1] > g[best] - g[best - 1]) best = j;
+  const size_t best = widest_gap_index(g, 1);
   ASSERT_GT(g[best] - g[best - 1], 1e-4);
   s.method->set_k((double)best / g.size());
   s.check_all_grads();
@@ -281,9 +288,7 @@ TEST(AdaPonderMatchedGated, GradCheckWithThePonderLossActing) {
   // A = the gates of every running row: pass 1 all 14 tokens, pass 2 those not yet exited
   const auto g = s.sorted_gates();
   ASSERT_EQ(g.size(), (size_t)(14 + 14 - count[1]));
-  size_t best = 2;  // k with the bottom-k cut in the widest gap (at least 2 gates selected)
-  for (size_t j = 2; j + 1 < g.size(); j++)
-    if (g[j] - g[j - 1] > g[best] - g[best - 1]) best = j;
+  const size_t best = widest_gap_index(g, 2);  // k with the cut in the widest gap, at least 2 gates selected
   ASSERT_GT(g[best] - g[best - 1], 1e-4);
   s.method->set_k((double)best / g.size());
   s.loss();

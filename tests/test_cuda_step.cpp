@@ -171,9 +171,24 @@ struct StepResult {
   std::vector<int> argmax;               // per_token_argmax of the forward
 };
 
-// One optimizer step of `v` on backend `be`. Parameters: random, larger than
-// the init so every path carries signal (as in the gradient checks), the
-// gate biases kept near their init so AdaPonderLM's gates start open.
+// The compared parameters: random, larger than the init so every path
+// carries signal (as in the gradient checks), the gate biases kept near
+// their init so AdaPonderLM's gates start open.
+template <class Bk>
+void set_step_params(Bk& be, ada::Model<Bk>& model, double scale) {
+  std::vector<double> host(model.num_params());
+  ada::Rng r(4);
+  for (auto& p : model.layout.tensors())
+    for (size_t i = 0; i < p.numel; i++) {
+      double x = scale * r.normal();
+      if (p.init == ada::Init::Ones) x += 1.0;
+      if (p.init == ada::Init::Constant) x = p.init_value * 0.2 + x;
+      host[p.offset + i] = x;
+    }
+  be.to_device(model.params.data(), host.data(), host.size());
+}
+
+// One optimizer step of `v` on backend `be`, from set_step_params's parameters.
 template <class Bk>
 StepResult run_step(Bk& be, const std::string& name, const ada::MethodOptions& opts, double scale,
                     const ada::ModelConfig& cfg, bool recompute_logits, bool bf16_acts) {
@@ -182,16 +197,7 @@ StepResult run_step(Bk& be, const std::string& name, const ada::MethodOptions& o
   auto model = ada::make_model(be, cfg, *method);
   model->recompute_logits = recompute_logits;
   model->bf16_acts = bf16_acts;
-  std::vector<double> host(model->num_params());
-  ada::Rng r(4);
-  for (auto& p : model->layout.tensors())
-    for (size_t i = 0; i < p.numel; i++) {
-      double x = scale * r.normal();
-      if (p.init == ada::Init::Ones) x += 1.0;
-      if (p.init == ada::Init::Constant) x = p.init_value * 0.2 + x;
-      host[p.offset + i] = x;
-    }
-  be.to_device(model->params.data(), host.data(), host.size());
+  set_step_params(be, *model, scale);
   method->set_step(60, 100);  // AdaPonderLM: past the CE-only stage, bottom-k loss on
   const Batch b = random_batch(2, 7, cfg.vocab, 5);
 
@@ -398,16 +404,7 @@ Decoded decode_sequence(Bk& be, const Variant& v, const ada::MethodOptions& opts
   auto method = ada::make_method<Bk>(v.method, opts);
   auto model = ada::make_model(be, ada::preset_config("test"), *method);
   model->recompute_logits = v.recompute_logits;
-  std::vector<double> host(model->num_params());
-  ada::Rng r(4);
-  for (auto& p : model->layout.tensors())
-    for (size_t i = 0; i < p.numel; i++) {
-      double x = v.scale * r.normal();
-      if (p.init == ada::Init::Ones) x += 1.0;
-      if (p.init == ada::Init::Constant) x = p.init_value * 0.2 + x;
-      host[p.offset + i] = x;
-    }
-  be.to_device(model->params.data(), host.data(), host.size());
+  set_step_params(be, *model, v.scale);
   Decoded d;
   model->arena.reset();
   method->forward(*model, b, false);

@@ -245,17 +245,15 @@ int main(int argc, char** argv) {
     const std::vector<int> cls = n_classes > 0 ? r.cls : std::vector<int>(r.nll.size(), 0);
     DepthTable by_passes;
     depth_stats(by_passes, r.nll, r.passes, r.correct, cls, n_classes);
-    auto class_total = [&](size_t c) {
-      long long n = 0;
-      for (auto& kv : by_passes[c]) n += kv.second.tokens;
-      return n;
-    };
+    std::vector<long long> class_tokens(by_passes.size(), 0);
+    for (size_t c = 0; c < by_passes.size(); c++)
+      for (auto& kv : by_passes[c]) class_tokens[c] += kv.second.tokens;
     if (r.pass_histogram().size() > 1) {
       std::printf("by passes   %-10s %6s %9s %7s %9s %9s\n", "class", "passes", "tokens", "share", "accuracy", "NLL");
       for (size_t c = 0; c < by_passes.size(); c++)
         for (auto& [p, d] : by_passes[c])
           std::printf("            %-10s %6lld %9lld %6.2f%% %9.4f %9.4f\n",
-                      n_classes > 0 ? r.class_names[c].c_str() : "all", p, d.tokens, 100.0 * d.tokens / class_total(c),
+                      n_classes > 0 ? r.class_names[c].c_str() : "all", p, d.tokens, 100.0 * d.tokens / class_tokens[c],
                       (double)d.correct / d.tokens, d.nll_sum / d.tokens);
     }
 
@@ -316,7 +314,7 @@ int main(int argc, char** argv) {
           j += std::string(first_cell ? "" : ", ") + "{\"class\": " +
                json_quote(n_classes > 0 ? r.class_names[c] : std::string("all")) + ", \"passes\": " +
                std::to_string(p) + ", \"tokens\": " + std::to_string(d.tokens) +
-               ", \"share\": " + num((double)d.tokens / class_total(c)) +
+               ", \"share\": " + num((double)d.tokens / class_tokens[c]) +
                ", \"accuracy\": " + num((double)d.correct / d.tokens) + ", \"nll\": " + num(d.nll_sum / d.tokens) + "}";
           first_cell = false;
         }

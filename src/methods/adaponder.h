@@ -278,26 +278,26 @@ class AdaPonderMethod : public Method<Bk> {
       std::vector<char> stop(n, 0);  // running rows whose last pass is this one
       if (i < K) {
         P.coef = m.alloc(n);
-        if (learned_exits) {  // m^i = m^{i-1} [s^i >= tau]
-          gate_forward(m, i, P, P.d_running, T(o_.tau));
-          P.s_host.resize(n);
-          m.be.to_host(P.s_host.data(), P.s, n);
-          for (int r = 0; r < n; r++) stop[r] = P.running[r] && P.s_host[r] < o_.tau;
-        } else if (gated) {  // matched-gated: the drawn exit; coef = s for the rows that go on
-          std::vector<int> goes_on(n);
-          for (int r = 0; r < n; r++) {
-            stop[r] = P.running[r] && exit_pass[P.rows[r]] == i + 1;
-            goes_on[r] = P.running[r] && !stop[r];
+        if (!learned_exits)  // a drawn exit: the running rows whose exit pass is this one
+          for (int r = 0; r < n; r++) stop[r] = P.running[r] && exit_pass[P.rows[r]] == i + 1;
+        if (gated) {
+          // gates: coef = s for the running rows with s >= tau, m^i = m^{i-1} [s^i >= tau];
+          // matched-gated: coef = s for the rows that go on past their drawn exit
+          const int* flag = P.d_running;
+          T tau = T(o_.tau);
+          if (!learned_exits) {
+            std::vector<int> goes_on(n);
+            for (int r = 0; r < n; r++) goes_on[r] = P.running[r] && !stop[r];
+            flag = upload(m, goes_on), tau = T(0);
           }
-          gate_forward(m, i, P, upload(m, goes_on), T(0));
+          gate_forward(m, i, P, flag, tau);
           P.s_host.resize(n);
           m.be.to_host(P.s_host.data(), P.s, n);
+          if (learned_exits)
+            for (int r = 0; r < n; r++) stop[r] = P.running[r] && P.s_host[r] < o_.tau;
         } else {  // fixed policy: the update is PonderLM's (coef 1) until the token exits
           std::vector<double> coef(n);
-          for (int r = 0; r < n; r++) {
-            stop[r] = P.running[r] && exit_pass[P.rows[r]] == i + 1;
-            coef[r] = P.running[r] && !stop[r];
-          }
+          for (int r = 0; r < n; r++) coef[r] = P.running[r] && !stop[r];
           m.be.to_device(P.coef, coef.data(), n);
         }
       } else {
@@ -611,17 +611,15 @@ class AdaPonderDecoder : public Decoder<Bk> {
         break;
       }
       T* coef = m.alloc(1);
-      bool stop;
+      bool stop = exit_drawn == i + 1;  // every policy but gates
       if (o.policy == "gates") {
         auto g = meth_.gate_mlp(m, i, ro.hn, 1, flag, coef, T(o.tau));
         T s;
         m.be.to_host(&s, g.s, 1);
         stop = s < T(o.tau);
-      } else if (gated_policy(o.policy)) {  // matched-gated: the drawn exit, coef = s until then
-        stop = exit_drawn == i + 1;
+      } else if (gated_policy(o.policy)) {  // matched-gated: coef = s until the drawn exit
         meth_.gate_mlp(m, i, ro.hn, 1, stop ? flag + 1 : flag, coef, T(0));
       } else {
-        stop = exit_drawn == i + 1;
         const double cf = stop ? 0.0 : 1.0;
         m.be.to_device(coef, &cf, 1);
       }
