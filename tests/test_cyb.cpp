@@ -294,6 +294,21 @@ TEST(Cyb, DkBiasSetsInitialProbability) {
 
 namespace {
 
+// Blocks [a, b, =, c] with a, b uniform in 0..n-1, '=' = token 20 and
+// c = table[a n + b]; targets of three kinds (below): easy at b, hard at '=',
+// noise at a and c.
+Batch table_task_batch(int B, int T, int n, const std::vector<int>& table, Rng& r) {
+  Batch b;
+  b.B = B, b.T = T;
+  for (int s = 0; s < B; s++)
+    for (int k = 0; k < T / 4; k++) {
+      const int x = (int)r.below(n), y = (int)r.below(n);
+      for (int v : {x, y, 20, table[x * n + y]}) b.inputs.push_back(v);
+    }
+  for (size_t i = 0; i < b.inputs.size(); i++) b.targets.push_back((i + 1) % T ? b.inputs[i + 1] : -1);
+  return b;
+}
+
 // The learning task. Sequences of blocks [a, b, =, c] with a, b uniform
 // digits 0..2, '=' = token 20 and c = (a + b) mod 3. Its targets fall in
 // three kinds:
@@ -312,31 +327,10 @@ namespace {
 // AND above the noise; the noise kind separates "the model is unsure" (a
 // flat distribution also lowers LSE and so raises d) from "waiting helps".
 Batch sum_task_batch(int B, int T, Rng& r) {
-  Batch b;
-  b.B = B, b.T = T;
-  for (int s = 0; s < B; s++)
-    for (int k = 0; k < T / 4; k++) {
-      const int x = (int)r.below(3), y = (int)r.below(3);
-      for (int v : {x, y, 20, (x + y) % 3}) b.inputs.push_back(v);
-    }
-  for (size_t i = 0; i < b.inputs.size(); i++)
-    b.targets.push_back((i + 1) % T ? b.inputs[i + 1] : -1);
-  return b;
-}
-
-// Blocks [a, b, =, c] with a, b uniform in 0..n-1 and c = table[a n + b], a
-// fixed random table; the kinds of target are those of sum_task_batch (easy
-// at b, hard at '=', noise at a and c).
-Batch table_task_batch(int B, int T, int n, const std::vector<int>& table, Rng& r) {
-  Batch b;
-  b.B = B, b.T = T;
-  for (int s = 0; s < B; s++)
-    for (int k = 0; k < T / 4; k++) {
-      const int x = (int)r.below(n), y = (int)r.below(n);
-      for (int v : {x, y, 20, table[x * n + y]}) b.inputs.push_back(v);
-    }
-  for (size_t i = 0; i < b.inputs.size(); i++) b.targets.push_back((i + 1) % T ? b.inputs[i + 1] : -1);
-  return b;
+  std::vector<int> table(9);
+  for (int x = 0; x < 3; x++)
+    for (int y = 0; y < 3; y++) table[x * 3 + y] = (x + y) % 3;
+  return table_task_batch(B, T, 3, table, r);
 }
 
 // Per kind (0 easy, 1 hard, 2 noise), over the targets of the last forward:
@@ -362,6 +356,26 @@ KindMeans kind_means(CybMethod<Bk>& meth, Model<Bk>& m, const Batch& b) {
   return k;
 }
 
+// AdamW over the model's one parameter buffer with its own moments; step()
+// applies the gradients accumulated since the last zero_grads.
+struct Adam {
+  using Bf = CpuBackend<float>;
+  std::vector<float> mom, var;
+  AdamWHyper h;
+  int t = 0;
+  Adam(size_t n, double lr) : mom(n, 0.f), var(n, 0.f) { h.lr = lr; }
+  void step(Bf& be, Model<Bf>& m) {
+    h.step = ++t;
+    be.adamw_step(m.params.data(), m.grads.data(), mom.data(), var.data(), mom.size(), m.layout.decay_count(), h, 1.0);
+  }
+};
+
+// Adds the gradient of meth's training loss on b to m's gradients.
+template <class Bk>
+void add_grads(CybMethod<Bk>& meth, Model<Bk>& m, const Batch& b) {
+  meth.forward(m, b, true);
+  meth.backward(m, 1.0);
+}
 
 }  // namespace
 
@@ -396,20 +410,15 @@ TEST(Cyb, DISABLED_LearnsToPauseOnHardTargets) {
   cfg.dim = 32, cfg.hidden = 64;
   auto m = make_model(be, cfg, meth);
   m->init_params(1);
-  const size_t n = m->num_params();
-  std::vector<float> am(n, 0), av(n, 0);
+  Adam opt(m->num_params(), 3e-3);
   Rng r(2);
   const int B = 16, T = 16, steps = 400;
-  AdamWHyper h;
-  h.lr = 3e-3;
   for (int s = 1; s <= steps; s++) {
     Batch b = sum_task_batch(B, T, r);
     m->arena.reset();
     m->zero_grads();
-    meth.forward(*m, b, true);
-    meth.backward(*m, 1.0);
-    h.step = s;
-    be.adamw_step(m->params.data(), m->grads.data(), am.data(), av.data(), n, m->layout.decay_count(), h, 1.0);
+    add_grads(meth, *m, b);
+    opt.step(be, *m);
     if (std::getenv("ADA_VERBOSE") && s % 50 == 0) {
       const KindMeans k = kind_means(meth, *m, b);
       std::printf("step %d: d_1 easy %.4f hard %.4f noise %.4f | -log r step 1: %.3f %.3f %.3f, step 2: %.3f %.3f %.3f\n",
@@ -477,12 +486,10 @@ TEST(Cyb, LearnsToPauseWhereThePauseStepAnswersBetter) {
   Rng rt(15);
   std::vector<int> table(nt * nt);
   for (auto& v : table) v = (int)rt.below(nt);
-  std::vector<float> am(n, 0), av(n, 0);
   Rng r(5);
-  AdamWHyper h;
   float* bias = m->param("cyb.dk_head.bias");
   const float b_init = *bias;
-  h.lr = 3e-3;
+  Adam build(n, 3e-3);
   for (int s = 1; s <= 1000; s++) {
     const Batch b = table_task_batch(B, T, nt, table, r);
     Batch bp = b;  // the real rows' batch: hard targets replaced by the placeholder
@@ -491,13 +498,10 @@ TEST(Cyb, LearnsToPauseWhereThePauseStepAnswersBetter) {
     m->arena.reset();
     m->zero_grads();
     *bias = 1000;
-    pause_only.forward(*m, b, true);
-    pause_only.backward(*m, 1.0);
+    add_grads(pause_only, *m, b);
     *bias = -1000;
-    cyb.forward(*m, bp, true);
-    cyb.backward(*m, 1.0);
-    h.step = s;
-    be.adamw_step(m->params.data(), m->grads.data(), am.data(), av.data(), n, m->layout.decay_count(), h, 1.0);
+    add_grads(cyb, *m, bp);
+    build.step(be, *m);
   }
   *bias = b_init;
   Rng rv(99);
@@ -514,21 +518,20 @@ TEST(Cyb, LearnsToPauseWhereThePauseStepAnswersBetter) {
   ASSERT_LT(k0.nll1[0], 0.01) << "real step, easy targets";
   ASSERT_LT(k0.nll1[2], 1.45) << "real step, noise (ln 4 = 1.386)";
 
-  std::fill(am.begin(), am.end(), 0.f), std::fill(av.begin(), av.end(), 0.f);
-  h.lr = 1e-2;
+  Adam learn(n, 1e-2);  // fresh moments
   const std::vector<float> frozen(m->params.data(), m->params.data() + n);
   const ParamInfo &dw = m->layout.get("cyb.dk_head.weight"), &db = m->layout.get("cyb.dk_head.bias");
+  auto in_dk_head = [&](size_t i) {
+    return (i >= dw.offset && i < dw.offset + dw.numel) || (i >= db.offset && i < db.offset + db.numel);
+  };
   for (int s = 1; s <= 100; s++) {
     const Batch b = table_task_batch(B, T, nt, table, r);
     m->arena.reset();
     m->zero_grads();
-    cyb.forward(*m, b, true);
-    cyb.backward(*m, 1.0);
-    h.step = s;
-    be.adamw_step(m->params.data(), m->grads.data(), am.data(), av.data(), n, m->layout.decay_count(), h, 1.0);
+    add_grads(cyb, *m, b);
+    learn.step(be, *m);
     for (size_t i = 0; i < n; i++)  // every tensor but the DK head's back to phase 1's values
-      if ((i < dw.offset || i >= dw.offset + dw.numel) && (i < db.offset || i >= db.offset + db.numel))
-        m->params.data()[i] = frozen[i];
+      if (!in_dk_head(i)) m->params.data()[i] = frozen[i];
   }
   m->arena.reset();
   cyb.forward(*m, held, false);
