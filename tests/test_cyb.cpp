@@ -465,9 +465,10 @@ TEST(Cyb, DISABLED_LearnsToPauseOnHardTargets) {
 // of issue 10: when the real step is wrong by ~20 nats, the log loss undoes
 // the small d (1 - d); (2) with every tensor trained in phase 2 (CYB's own
 // training, lr 1e-3), d_1 on the hard targets ends below 0.2 on 8 of 10 seeds:
-// on 6 the real row has learned them too within the 100 steps (NLL <= 0.17),
-// so waiting no longer pays, and on 2 the pause row has got worse than the
-// real row. Anything a pause row computes here, the real row learns faster.
+// on 7 the real row has learned them too within the 100 steps (NLL <= 0.16)
+// and answers them better than the pause row, so waiting no longer pays; on
+// the 8th the pause row has got worse than the real row. Anything a pause row
+// computes here, the real row learns faster.
 TEST(Cyb, LearnsToPauseWhereThePauseStepAnswersBetter) {
   using Bf = CpuBackend<float>;
   Bf be;
