@@ -51,8 +51,8 @@ TEST(Learning, PointerTaskNeedsASecondPass) {
   EXPECT_LT(two.nll_hard, 0.1);   // two passes: solved
 }
 
-// AdaPonderLM. With the defaults (gate bias 4, 10% CE-only warm-up, k = 0.1)
-// the gates learn the opposite: after 600 steps the easy targets run all 4
+// AdaPonderLM. With the spec's gate bias 4 (the default until 2026-12-08),
+// 10% CE-only warm-up and k = 0.1, the gates learn the opposite: after 600 steps the easy targets run all 4
 // passes and the hard ones 3.06, and the hard targets are learned late (NLL
 // 0.33). Why: until pondering has learned to help the hard targets, the CE
 // gradient on their gates is noise or negative (the update feeds back a
@@ -66,7 +66,7 @@ TEST(Learning, PointerTaskNeedsASecondPass) {
 //     for seed 5 the CE gradient alone pushed 90% of the tokens' gates below
 //     1e-4 by step 300, before the ponder loss had started; pruned tokens get no
 //     CE gradient and never came back (easy 1.52, hard 1.54 passes, hard NLL 0.56);
-//   --gate-bias 0 (s = 0.5): the gates start where the sigmoid is steepest, so
+//   --gate-bias 0 (s = 0.5, now the default): the gates start where the sigmoid is steepest, so
 //     the CE gradient can move them in a short run (at s = 0.98 the slope is 14x
 //     smaller); with bias 4 and a 500-step warm-up: easy 4.00, hard 3.98 after 800 steps;
 //   --ponder-k 0.3: 5 of every 7 tokens carry no loss here and their gates fill

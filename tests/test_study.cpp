@@ -1,7 +1,8 @@
 // The study's statistics on hand-made numbers (the paired standard error,
 // per-class aggregation), its results.json schema, and the study program
 // run twice on a tiny quick study: the second run trains nothing, and a run
-// interrupted part way is resumed to the same weights as an uninterrupted one.
+// interrupted part way is resumed to the same weights as an uninterrupted one;
+// a spec's label= part, which keeps the records of a default that changed.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,8 @@
 #include <set>
 
 #include "core/json.h"
+#include "train/comparison.h"
+#include "train/method_spec.h"
 #include "train/study_results.h"
 #include "train/study_stats.h"
 #include "workflow_util.h"
@@ -432,6 +435,7 @@ TEST(StudyProgram, RejectsBadFlags) {
       {" --knob ponder:tau=1", "--knob names the method 'ponder'"},
       {" --seeds 13x", "--seeds: '13x' is not an integer"},
       {" --methods standard,standard", "--methods lists 'standard' twice"},
+      {" --methods standard,ponder:label=standard", "--methods lists 'ponder:label=standard' twice (label standard)"},
       {" --learned-at 1.5", "--learned-at must be in (0, 1] (an accuracy), got 1.5"},
   };
   for (auto& c : cases) {
@@ -471,6 +475,95 @@ TEST(StudyProgram, PostTrainsFromTheSameSeedsRunOfAnEarlierMethod) {
                        "init-from=@ponder needs the method labelled 'ponder' earlier in --methods");
   expect_program_error(run_program(study + " --quick --data " + text + " --out " + dir + "/t --methods tah:init-from=@standard,standard", dir),
                        "init-from=@standard needs the method labelled 'standard' earlier in --methods");
+}
+
+// A spec's label= part names its runs; it is not an option.
+TEST(MethodSpec, LabelPartNamesTheRunsAndIsNoOption) {
+  LabelledSpec l = labelled_spec("adaponder:gate-bias=4:label=adaponder");
+  EXPECT_EQ(l.spec, "adaponder:gate-bias=4");
+  EXPECT_EQ(l.label, "adaponder");
+  EXPECT_TRUE(l.relabelled);
+  l = labelled_spec("adaponder:tau=1e-3:policy-hist=0.5/0.5");
+  EXPECT_EQ(l.spec, "adaponder:tau=1e-3:policy-hist=0.5/0.5");
+  EXPECT_EQ(l.label, "adaponder_tau_1e-3_policy-hist_0.5_0.5");
+  EXPECT_FALSE(l.relabelled);
+  EXPECT_EQ(labelled_spec("tah:label=tah_init-from_@standard").label, "tah_init-from_@standard");
+  for (auto& [bad, msg] : std::vector<std::pair<std::string, std::string>>{
+           {"adaponder:label=a:label=b", "gives label= twice"},
+           {"adaponder:label=", "must be a plain file name"},
+           {"adaponder:label=..", "must be a plain file name"},
+           {"adaponder:label=a/b", "must be a plain file name"},
+           {"adaponder:label=a b", "must be a plain file name"},
+           {"label=x", "names no method"}}) {
+    try {
+      labelled_spec(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(msg), std::string::npos) << bad << ": " << e.what();
+    }
+  }
+  TrainOptions base;
+  const TrainOptions o = options_for_spec(base, "adaponder:gate-bias=4:label=adaponder", 0, "");
+  EXPECT_EQ(o.method, "adaponder");
+  EXPECT_EQ(o.method_opts.ada.gate_bias, 4.0);
+  EXPECT_EQ(options_for_spec(base, "adaponder", 0, "").method_opts.ada.gate_bias, 0.0) << "the default since 2026-12-08";
+}
+
+// When a default changes, the records made under the old one stay where they
+// are: a spec that spells out the old value and gives the old label reuses
+// them, every option still compared. Without the old value the record (or a
+// finished checkpoint) is refused with the way to reuse it; the other
+// methods' records, which also list --gate-bias, are not affected by it.
+TEST(StudyProgram, RelabelledSpecReusesTheRecordsOfItsLabel) {
+  const std::string study = program("study");
+  if (study.empty()) GTEST_SKIP() << "set ADA_BIN_DIR to the folder of the built programs to run them";
+  const std::string dir = scratch_dir("study_label"), text = small_text(dir);
+  const std::string base =
+      study + " --quick --data " + text + " --val-fraction 0.1 --steps 6 --knob '' --out " + dir + "/s --methods standard,";
+  ProgramResult r = run_program(base + "adaponder:gate-bias=4", dir);
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  const std::string runs = dir + "/s/runs/";
+  const Json first = parse_json(read_bytes(dir + "/s/results.json"), "first");
+  const double loss = first.find("methods")->items.at(1).find("runs")->items.at(0).find("val_loss")->number;
+
+  // The standard run's record as the committed ones are: they also list gate bias 4, the
+  // default then (a record made now leaves out the options of other methods).
+  const std::string std_rec = runs + "standard_s1337/record.json";
+  std::string rec = read_bytes(std_rec);
+  EXPECT_EQ(rec.find("gate-bias"), std::string::npos) << rec;
+  const size_t at = rec.find("\"gate-hidden\": \"0\", ");
+  ASSERT_NE(at, std::string::npos) << rec;
+  rec.insert(at, "\"gate-bias\": \"4\", ");
+  write_bytes(std_rec, rec);
+
+  r = run_program(base + "adaponder:gate-bias=4:label=adaponder_gate-bias_4", dir);
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_EQ(r.out.find("step "), std::string::npos) << "trained again:\n" << r.out;
+  EXPECT_NE(r.out.find("reusing the record of " + runs + "adaponder_gate-bias_4_s1337"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reusing the record of " + runs + "standard_s1337"), std::string::npos) << r.out;
+  const Json second = parse_json(read_bytes(dir + "/s/results.json"), "second");
+  const Json& m = second.find("methods")->items.at(1);
+  EXPECT_EQ(m.find("label")->text, "adaponder_gate-bias_4");
+  EXPECT_EQ(m.find("runs")->items.at(0).find("val_loss")->number, loss);
+
+  // The label alone is not enough: the gate bias is compared, and the error says how to reuse the record.
+  expect_program_error(run_program(base + "adaponder:label=adaponder_gate-bias_4", dir),
+                       "was made with --gate-bias 4, the default until 2026-12-08, and this study has 0: to reuse it, add "
+                       ":gate-bias=4:label=adaponder_gate-bias_4 to the spec");
+  // A record made under another label is not taken for this one.
+  std::filesystem::copy(runs + "adaponder_gate-bias_4_s1337", runs + "other_s1337", std::filesystem::copy_options::recursive);
+  expect_program_error(run_program(base + "adaponder:gate-bias=4:label=other", dir),
+                       "was made with spec adaponder:gate-bias=4 (label adaponder_gate-bias_4), this study has "
+                       "adaponder:gate-bias=4:label=other (label other");
+  // A finished checkpoint without its record is checked the same way before it is evaluated.
+  std::filesystem::remove(runs + "adaponder_gate-bias_4_s1337/record.json");
+  expect_program_error(run_program(base + "adaponder:label=adaponder_gate-bias_4", dir),
+                       "checkpoint " + runs + "adaponder_gate-bias_4_s1337/ckpt_6 was made with --gate-bias 4, the default until");
+  expect_program_error(run_program(base + "adaponder:gate-bias=4:tau=0.5:label=adaponder_gate-bias_4", dir),
+                       "ckpt_6 was made with --tau 0.0001, this study has 0.5");
+  r = run_program(base + "adaponder:gate-bias=4:label=adaponder_gate-bias_4", dir);
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("reusing the finished run " + runs + "adaponder_gate-bias_4_s1337/ckpt_6"), std::string::npos) << r.out;
 }
 
 // A run stopped part way (its latest checkpoint before --steps) is resumed,

@@ -613,6 +613,12 @@ TEST(Programs, CompareAndEvalReportOtherOpsAndInferenceTime) {
     EXPECT_GT(j.find("other_flops")->number, prev) << l;
     prev = j.find("other_flops")->number;
   }
+  // --reuse takes a finished run only if it was trained with the spec's options (here the
+  // folder of label adaponder holds gate bias 0, the default)
+  expect_program_error(run_program(compare + " --methods adaponder:gate-bias=4:label=adaponder --reuse --config test --vocab 256"
+                                   " --tokenizer bytes --data " + text + " --steps 4 --warmup 1 --batch 2 --seq 16 --eval-batches 2"
+                                   " --out " + dir + "/cmp", dir),
+                       "checkpoint " + dir + "/cmp/adaponder/ckpt_4 was made with --gate-bias 0, this study has 4");
   r = run_program(eval + " --ckpt " + dir + "/cmp/adaponder --seq 16 --batch 2 --json " + dir + "/eval.json", dir);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("other ops   "), std::string::npos) << r.out;

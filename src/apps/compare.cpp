@@ -14,8 +14,9 @@
 // same comparison measured on validation data: the fixed pruning policies are
 // then compared with it at equal FLOPs. `policy-hist=auto` likewise takes
 // that run's per-pass exit histogram (adaponder:policy=matched:policy-hist=auto:
-// random tokens exit when the learned gates' tokens did). Specs, labels and
-// the cost measurement are shared with study (train/comparison.h).
+// random tokens exit when the learned gates' tokens did). A `label=NAME` part
+// names the run's folder (train/method_spec.h). Specs, labels and the cost
+// measurement are shared with study (train/comparison.h).
 //
 // --reuse: a method whose output directory already holds a finished run (its
 // `latest` checkpoint at step --steps) is not trained again; its parameters
@@ -23,7 +24,9 @@
 // training FLOPs and wall time come from the checkpoint's training state. A
 // run that stopped part way (a checkpoint before --steps) is resumed from it.
 // A comparison can then be run in pieces (several processes, or after an
-// interruption) and tabulated at the end.
+// interruption) and tabulated at the end. A checkpoint trained with other
+// options than the spec's (another --lr, or an adaponder run of the old
+// default gate bias 4) is an error naming the first one.
 #include <omp.h>
 
 #include <algorithm>
@@ -33,7 +36,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "train/checkpoint.h"
 #include "train/comparison.h"
+#include "train/study_record.h"
 #include "train/svg_plot.h"
 
 using namespace ada;
@@ -72,11 +77,14 @@ int main(int argc, char** argv) {
     std::string learned_hist;
     for (const std::string& spec : split_list(methods, ',')) {
       TrainOptions o = options_for_spec(base, spec, learned_passes, learned_hist);
-      o.out = out_dir + "/" + spec_label(spec);
+      o.out = out_dir + "/" + labelled_spec(spec).label;
       std::printf("\n=== %s ===\n", spec.c_str());
       const RunProgress prog = reuse ? run_progress(o.out) : RunProgress();
       check(prog.step <= o.steps, o.out + " holds a run at step " + std::to_string(prog.step) + ", past --steps " +
                                       std::to_string(o.steps));
+      // a checkpoint is reused only if it was trained with this spec's options
+      if (prog.step > 0)
+        check_made_with("checkpoint " + prog.ckpt, o.out, read_train_options(prog.ckpt), study_record_key(spec, o), false);
       if (prog.step > 0 && prog.step < o.steps) o.resume = prog.ckpt;
       Bk be;
       CpuTrainer tr(be, o);

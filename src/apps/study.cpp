@@ -12,7 +12,7 @@
 // and evaluated); one that stopped part way is resumed from its checkpoint
 // (study saves one every --save-every steps, default a quarter of --steps,
 // and removes the intermediate ones when the run finishes). Method specs and
-// labels are compare's (train/comparison.h); the files are described in
+// labels are compare's (train/method_spec.h); the files are described in
 // train/study_results.h and docs/workflow.md.
 #include <omp.h>
 
@@ -129,12 +129,14 @@ void fill_from_eval(StudyRun& run, const EvalReport& e) {
 // Trains (or resumes, or reuses the finished checkpoint of) the run of
 // options o in o.out, then evaluates it on every validation token and
 // measures its inference time. pre: the run it was post-trained from (its
-// training is added to this run's), or null.
-StudyRun train_and_evaluate(TrainOptions o, const StudyRun* pre, const Dataset& data, const Tokenizer* tok,
-                            int infer_threads) {
+// training is added to this run's), or null. A checkpoint already there is
+// used only if it was trained with the options of key.
+StudyRun train_and_evaluate(TrainOptions o, const StudyRecordKey& key, const StudyRun* pre, const Dataset& data,
+                            const Tokenizer* tok, int infer_threads) {
   const RunProgress prog = run_progress(o.out);
   check(prog.step <= o.steps, o.out + " holds a run at step " + std::to_string(prog.step) + ", past --steps " +
                                   std::to_string(o.steps) + " (another study's folder?)");
+  if (prog.step > 0) check_made_with("checkpoint " + prog.ckpt, o.out, read_train_options(prog.ckpt), key, false);
   if (prog.step > 0 && prog.step < o.steps) o.resume = prog.ckpt, o.init_from.clear();  // resume wins
   if (prog.step == 0 && pre)
     check(run_progress(pre->dir).step > 0, o.out + " is post-trained from " + pre->dir +
@@ -248,15 +250,17 @@ int main(int argc, char** argv) {
     // Labels, pairs (a/b; default every method against the first) and knobs, checked before any training.
     std::vector<std::string> labels;
     for (const std::string& spec : specs) {
-      for (auto& l : labels) check(l != spec_label(spec), "--methods lists '" + spec + "' twice");
-      labels.push_back(spec_label(spec));
+      const std::string label = labelled_spec(spec).label;
+      for (auto& l : labels)
+        check(l != label, "--methods lists '" + spec + "' twice" + (label == spec ? "" : " (label " + label + ")"));
+      labels.push_back(label);
     }
     auto known = [&](const std::string& label, const std::string& flag) {
       std::string all;
       for (auto& l : labels) all += (all.empty() ? "" : ", ") + l;
       check(std::find(labels.begin(), labels.end(), label) != labels.end(),
             flag + " names the method '" + label + "', which is not among the studied labels (" + all +
-                "; a spec's label has ':', '=' and '/' replaced by '_')");
+                "; a spec's label is its label= part, or the spec with ':', '=' and '/' replaced by '_')");
     };
     if (pairs_flag.empty()) {
       for (size_t i = 1; i < labels.size(); i++) res.pairs.push_back({labels[i], labels[0]});
@@ -284,7 +288,7 @@ int main(int argc, char** argv) {
     std::map<long long, std::string> learned_hist;  // and its exit histogram, for policy-hist=auto
     for (const std::string& spec : specs) {
       StudyMethod m;
-      m.spec = spec, m.label = spec_label(spec);
+      m.spec = spec, m.label = labelled_spec(spec).label;
       for (long long seed : seeds) {
         TrainOptions o = options_for_spec(base, spec, learned_passes[seed], learned_hist[seed]);
         o.seed = seed;
@@ -311,7 +315,7 @@ int main(int argc, char** argv) {
           std::printf("reusing the record of %s (%zu validation tokens, loss %.4f)\n", o.out.c_str(), run.nll.size(),
                       run.val_loss);
         } else {
-          run = train_and_evaluate(o, pre, data, tok.get(), infer_threads);
+          run = train_and_evaluate(o, key, pre, data, tok.get(), infer_threads);
           save_study_record(o.out, key, run);
         }
         if (res.methods.empty() && m.runs.empty()) res.classes = run.class_names;

@@ -62,7 +62,7 @@ struct AdaPonderOptions {
   long long warmup_ce = -1;    // CE-only steps (-1: 10% of the run)
   long long k_warmup = -1;     // steps over which k ramps up (-1: 20% of the run)
   int gate_hidden = 0;         // D_g (0: D/4)
-  double gate_bias = 4.0;      // initial gate bias: s ~ 0.98, start as PonderLM
+  double gate_bias = 0.0;      // initial gate bias: s ~ 0.5 (4: s ~ 0.98, start as PonderLM; docs/methods/adaponder.md)
   std::string policy = "gates";  // gates | uniform | geometric | matched | matched-gated
   double policy_passes = 0;    // uniform/geometric: target average passes per token
   std::string policy_hist;     // matched, matched-gated: fractions of tokens exiting after pass 1..K+1 (f1/f2/.../fK+1)

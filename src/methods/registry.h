@@ -49,7 +49,7 @@ inline void add_method_flags(Flags& f, MethodOptions& o) {
   f.add("--warmup-ce-steps", &o.ada.warmup_ce, "adaponder: cross-entropy-only steps (-1 = 10% of --steps)", -1, kMaxSteps);
   f.add("--ponder-k-warmup", &o.ada.k_warmup, "adaponder: steps over which k ramps up (-1 = 20% of --steps)", -1, kMaxSteps);
   f.add("--gate-hidden", &o.ada.gate_hidden, "adaponder: gate MLP hidden width (0 = D/4)", 0, kMaxHidden);
-  f.add("--gate-bias", &o.ada.gate_bias, "adaponder: initial gate bias (4 -> s = 0.98)");
+  f.add("--gate-bias", &o.ada.gate_bias, "adaponder: initial gate bias (0 -> s = 0.5; 4 -> s = 0.98, the spec's start as PonderLM)");
   f.add("--policy", &o.ada.policy, "adaponder: gates | uniform | geometric | matched (fixed pruning baselines) | matched-gated (matched's exits, gated updates)");
   f.add("--policy-passes", &o.ada.policy_passes, "adaponder uniform/geometric policies: average passes per token");
   f.add("--policy-hist", &o.ada.policy_hist,

@@ -8,27 +8,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
 
 #include "train/checkpoint.h"
 #include "train/safetensors.h"
 
 namespace ada {
-
-std::vector<std::string> split_list(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string p; std::getline(ss, p, sep);)
-    if (!p.empty()) out.push_back(p);
-  return out;
-}
-
-std::string spec_label(const std::string& spec) {
-  std::string label = spec;
-  for (char& c : label)
-    if (c == ':' || c == '=' || c == '/') c = '_';
-  return label;
-}
 
 TrainOptions options_for_spec(const TrainOptions& base, const std::string& spec, double auto_passes,
                               const std::string& auto_hist) {
@@ -39,6 +23,7 @@ TrainOptions options_for_spec(const TrainOptions& base, const std::string& spec,
   std::vector<std::string> args = {"spec"};
   for (size_t i = 1; i < parts.size(); i++) {
     std::string a = parts[i];
+    if (a.rfind("label=", 0) == 0) continue;  // a name for the runs, not an option (method_spec.h)
     if (a == "policy-passes=auto") {
       check(auto_passes > 0, "policy-passes=auto needs a learned adaponder run earlier in --methods");
       a = "policy-passes=" + std::to_string(auto_passes);

@@ -7,24 +7,19 @@
 // (embed-scale=latent_cot, init-from=runs/std, steps=300). `policy-passes=auto`
 // and `policy-hist=auto` take the passes per token and the per-pass exit
 // histogram of the last learned-gate adaponder run measured before it.
+// Labels, and the `label=NAME` part that chooses one: train/method_spec.h.
 #pragma once
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "train/cpu_instances.h"
+#include "train/method_spec.h"
 #include "train/options.h"
 
 namespace ada {
 
 using CpuTrainer = Trainer<CpuBackend<float>>;
-
-// s cut at each sep; empty pieces dropped.
-std::vector<std::string> split_list(const std::string& s, char sep);
-
-// The spec as a file name: ':', '=' and '/' become '_' ("adaponder:tau=1e-3"
-// -> "adaponder_tau_1e-3"). Run folders and table rows use it.
-std::string spec_label(const std::string& spec);
 
 // The options of one spec: `base` with the spec's method and flags applied.
 // auto_passes / auto_hist stand in for policy-passes=auto / policy-hist=auto

@@ -1,6 +1,7 @@
 // See study_record.h.
 #include "train/study_record.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include "core/common.h"
 #include "core/json.h"
 #include "train/atomic_file.h"
+#include "train/method_spec.h"
 
 namespace ada {
 
@@ -49,12 +51,16 @@ std::string read_whole(const std::string& path) {
 StudyRecordKey study_record_key(const std::string& spec, const TrainOptions& o) {
   StudyRecordKey k;
   k.spec = spec, k.seed = o.seed;
+  const LabelledSpec ls = labelled_spec(spec);
+  if (ls.relabelled) k.label = ls.label;
   for (auto& kv : option_values(o)) {
     static const char* const kSkip[] = {"out", "resume", "init-from", "threads", "recompute-logits", "log-every", "eval-every", "save-every"};
     bool skip = false;
     for (const char* s : kSkip) skip = skip || kv.first == s;
     // added after the committed records, whose arithmetic is that of its default
     if (kv.first == "bf16-acts" && kv.second == "0") skip = true;
+    // the gate bias initialises adaponder's gates and nothing else
+    if (kv.first == "gate-bias" && o.method != "adaponder") skip = true, k.ignored.push_back(kv.first);
     if (!skip) k.options.push_back(kv);
   }
   return k;
@@ -102,6 +108,30 @@ void save_study_record(const std::string& dir, const StudyRecordKey& key, const 
   write_file_atomic(dir + "/record.json", j);
 }
 
+void check_made_with(const std::string& what, const std::string& dir,
+                     const std::vector<std::pair<std::string, std::string>>& made, const StudyRecordKey& key,
+                     bool complete) {
+  const std::string again = complete ? "remove the run's record.json to train it again" : "remove the run's folder to train it again";
+  for (auto& [name, value] : key.options) {
+    const std::string* v = nullptr;
+    for (auto& kv : made)
+      if (kv.first == name) v = &kv.second;
+    if (v == nullptr) {
+      check(!complete, what + " has no option " + name + " (written by another version? " + again + ")");
+      continue;  // a checkpoint older than the option
+    }
+    if (name == "gate-bias" && *v == "4" && value == "0") {
+      // made before gate bias 0 became AdaPonderLM's default (2026-12-08)
+      const std::string folder = std::filesystem::path(dir).filename().string();
+      check(false, what + " was made with --gate-bias 4, the default until 2026-12-08, and this study has 0: to reuse "
+                          "it, add :gate-bias=4:label=" + folder.substr(0, folder.rfind("_s")) +
+                          " to the spec (docs/workflow.md, \"Study records\")");
+    }
+    check(*v == value, what + " was made with --" + name + " " + *v + ", this study has " + value +
+                           " (another study's folder? " + again + ")");
+  }
+}
+
 void load_study_record(const std::string& dir, const StudyRecordKey& key, StudyRun* run) {
   const std::string jpath = dir + "/record.json", bpath = dir + "/record.bin";
   const Json j = parse_json(read_whole(jpath), jpath);
@@ -128,17 +158,26 @@ void load_study_record(const std::string& dir, const StudyRecordKey& key, StudyR
     check(rec == want, jpath + " was made with " + name + " " + rec + ", this study has " + want +
                            " (another study's folder? remove the run's record.json to train it again)");
   };
-  same("spec", text("spec"), key.spec);
+  const std::string rec_spec = text("spec");
+  if (key.label.empty() || rec_spec == key.spec)
+    same("spec", rec_spec, key.spec);
+  else  // relabelled: the record stands for this spec if it was made under the same label
+    check(labelled_spec(rec_spec).label == key.label,
+          jpath + " was made with spec " + rec_spec + " (label " + labelled_spec(rec_spec).label + "), this study has " +
+              key.spec + " (label " + key.label + "; another study's folder?)");
   same("seed", num(number("seed")), num((double)key.seed));
   const Json& opts = field("options");
   check(opts.is(Json::Type::Object), jpath + ": \"options\" is not an object");
-  for (auto& [name, value] : key.options) {
-    const Json* v = opts.find(name);
-    check(v != nullptr && v->is(Json::Type::String),
-          jpath + " has no option " + name + " (written by another version? remove the run's record.json to train it again)");
-    same(("--" + name).c_str(), v->text, value);
+  std::vector<std::pair<std::string, std::string>> made;
+  for (auto& [name, v] : opts.members) {
+    check(v.is(Json::Type::String), jpath + ": option " + name + " is not a string");
+    made.push_back({name, v.text});
   }
-  check(opts.members.size() == key.options.size(),
+  check_made_with(jpath, dir, made, key, true);
+  size_t compared = 0;
+  for (auto& kv : opts.members)
+    compared += std::find(key.ignored.begin(), key.ignored.end(), kv.first) == key.ignored.end();
+  check(compared == key.options.size(),
         jpath + " has options this study does not know (written by another version? remove the run's record.json to train it again)");
 
   const double nd = number("tokens");

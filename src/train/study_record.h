@@ -25,14 +25,32 @@ namespace ada {
 // What a record must match to stand for a run of the present study.
 struct StudyRecordKey {
   std::string spec;
+  // The spec's label= part, if it has one: then a record made by any spec of
+  // that label stands for this one (method_spec.h), provided every option
+  // below matches; without it the record's spec must be this spec.
+  std::string label;
   long long seed = 0;
   // Every training option that shapes the result (option_values() less
   // out, resume, init-from, threads and the logging and saving cadences).
   std::vector<std::pair<std::string, std::string>> options;
+  // Options a record may hold with any value, because they do not shape a
+  // run of this method: adaponder's --gate-bias for every other method (its
+  // default changed from 4 to 0 after records of every method were made).
+  std::vector<std::string> ignored;
 };
 
-// The key of a study's run trained with options o from method spec `spec`.
+// The key of a study's run trained with options o from method spec `spec`
+// (as given in --methods, label= part included).
 StudyRecordKey study_record_key(const std::string& spec, const TrainOptions& o);
+
+// Throws unless a run was made with the key's options: `made` is what the
+// run recorded (a record's options, or a checkpoint's option.* metadata),
+// `what` names it in the message and dir is the run's folder. complete: every
+// option of the key must be there (a record); otherwise one the run lacks is
+// taken to be newer than the run and skipped (a checkpoint).
+void check_made_with(const std::string& what, const std::string& dir,
+                     const std::vector<std::pair<std::string, std::string>>& made, const StudyRecordKey& key,
+                     bool complete);
 
 // Writes run (and key) into dir/record.bin and dir/record.json.
 void save_study_record(const std::string& dir, const StudyRecordKey& key, const StudyRun& run);
@@ -42,7 +60,8 @@ bool has_study_record(const std::string& dir);
 
 // Loads dir's record into *run (dir, seed, figures, per-token arrays).
 // Throws naming the file and the field when the record is corrupt, or when it
-// was made with another spec, seed or option than key (naming the first).
+// was made with another spec (or, for a relabelled spec, another label),
+// seed or option than key (naming the first).
 void load_study_record(const std::string& dir, const StudyRecordKey& key, StudyRun* run);
 
 }  // namespace ada
