@@ -619,6 +619,13 @@ TEST(Programs, CompareAndEvalReportOtherOpsAndInferenceTime) {
                                    " --tokenizer bytes --data " + text + " --steps 4 --warmup 1 --batch 2 --seq 16 --eval-batches 2"
                                    " --out " + dir + "/cmp", dir),
                        "checkpoint " + dir + "/cmp/adaponder/ckpt_4 was made with --gate-bias 0, this study has 4");
+  // and a run of the old default met by the new one says which spec reuses it (compare's folders have no seed suffix)
+  const std::string small = " --config test --vocab 256 --tokenizer bytes --data " + text +
+                            " --steps 4 --warmup 1 --batch 2 --seq 16 --eval-batches 2 --out " + dir + "/cmp4";
+  r = run_program(compare + " --methods adaponder:gate-bias=4:label=ada_steps" + small, dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_program_error(run_program(compare + " --methods adaponder:label=ada_steps --reuse" + small, dir),
+                       "the default until 2026-12-08, and this study has 0: to reuse it, add :gate-bias=4:label=ada_steps to the spec");
   r = run_program(eval + " --ckpt " + dir + "/cmp/adaponder --seq 16 --batch 2 --json " + dir + "/eval.json", dir);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("other ops   "), std::string::npos) << r.out;

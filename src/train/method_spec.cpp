@@ -1,6 +1,7 @@
 // See method_spec.h.
 #include "train/method_spec.h"
 
+#include <cctype>
 #include <sstream>
 
 #include "core/common.h"

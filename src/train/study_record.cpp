@@ -122,10 +122,13 @@ void check_made_with(const std::string& what, const std::string& dir,
     }
     if (name == "gate-bias" && *v == "4" && value == "0") {
       // made before gate bias 0 became AdaPonderLM's default (2026-12-08)
-      const std::string folder = std::filesystem::path(dir).filename().string();
+      std::string label = std::filesystem::path(dir).filename().string();  // a study's <label>_s<seed>, compare's <label>
+      const size_t s = label.rfind("_s");
+      if (s != std::string::npos && s + 2 < label.size() &&
+          label.find_first_not_of("0123456789", s + 2) == std::string::npos)
+        label.resize(s);
       check(false, what + " was made with --gate-bias 4, the default until 2026-12-08, and this study has 0: to reuse "
-                          "it, add :gate-bias=4:label=" + folder.substr(0, folder.rfind("_s")) +
-                          " to the spec (docs/workflow.md, \"Study records\")");
+                          "it, add :gate-bias=4:label=" + label + " to the spec (docs/workflow.md, \"When a default changes\")");
     }
     check(*v == value, what + " was made with --" + name + " " + *v + ", this study has " + value +
                            " (another study's folder? " + again + ")");
