@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
                                       std::to_string(o.steps));
       // a checkpoint is reused only if it was trained with this spec's options
       if (prog.step > 0)
-        check_made_with("checkpoint " + prog.ckpt, o.out, read_train_options(prog.ckpt), study_record_key(spec, o), false);
+        check_made_with("checkpoint " + prog.ckpt, read_train_options(prog.ckpt), study_record_key(spec, o), false);
       if (prog.step > 0 && prog.step < o.steps) o.resume = prog.ckpt;
       Bk be;
       CpuTrainer tr(be, o);

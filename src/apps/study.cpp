@@ -136,7 +136,7 @@ StudyRun train_and_evaluate(TrainOptions o, const StudyRecordKey& key, const Stu
   const RunProgress prog = run_progress(o.out);
   check(prog.step <= o.steps, o.out + " holds a run at step " + std::to_string(prog.step) + ", past --steps " +
                                   std::to_string(o.steps) + " (another study's folder?)");
-  if (prog.step > 0) check_made_with("checkpoint " + prog.ckpt, o.out, read_train_options(prog.ckpt), key, false);
+  if (prog.step > 0) check_made_with("checkpoint " + prog.ckpt, read_train_options(prog.ckpt), key, false);
   if (prog.step > 0 && prog.step < o.steps) o.resume = prog.ckpt, o.init_from.clear();  // resume wins
   if (prog.step == 0 && pre)
     check(run_progress(pre->dir).step > 0, o.out + " is post-trained from " + pre->dir +

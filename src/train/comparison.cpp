@@ -17,13 +17,12 @@ namespace ada {
 TrainOptions options_for_spec(const TrainOptions& base, const std::string& spec, double auto_passes,
                               const std::string& auto_hist) {
   TrainOptions o = base;
-  auto parts = split_list(spec, ':');
-  check(!parts.empty(), "empty method spec in --methods");
+  // labelled_spec refuses an empty spec; its label= part names the runs and is not an option
+  auto parts = split_list(labelled_spec(spec).spec, ':');
   o.method = parts[0];
   std::vector<std::string> args = {"spec"};
   for (size_t i = 1; i < parts.size(); i++) {
     std::string a = parts[i];
-    if (a.rfind("label=", 0) == 0) continue;  // a name for the runs, not an option (method_spec.h)
     if (a == "policy-passes=auto") {
       check(auto_passes > 0, "policy-passes=auto needs a learned adaponder run earlier in --methods");
       a = "policy-passes=" + std::to_string(auto_passes);

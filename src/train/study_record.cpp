@@ -52,7 +52,7 @@ StudyRecordKey study_record_key(const std::string& spec, const TrainOptions& o) 
   StudyRecordKey k;
   k.spec = spec, k.seed = o.seed;
   const LabelledSpec ls = labelled_spec(spec);
-  if (ls.relabelled) k.label = ls.label;
+  k.label = ls.label, k.relabelled = ls.relabelled;
   for (auto& kv : option_values(o)) {
     static const char* const kSkip[] = {"out", "resume", "init-from", "threads", "recompute-logits", "log-every", "eval-every", "save-every"};
     bool skip = false;
@@ -108,9 +108,8 @@ void save_study_record(const std::string& dir, const StudyRecordKey& key, const 
   write_file_atomic(dir + "/record.json", j);
 }
 
-void check_made_with(const std::string& what, const std::string& dir,
-                     const std::vector<std::pair<std::string, std::string>>& made, const StudyRecordKey& key,
-                     bool complete) {
+void check_made_with(const std::string& what, const std::vector<std::pair<std::string, std::string>>& made,
+                     const StudyRecordKey& key, bool complete) {
   const std::string again = complete ? "remove the run's record.json to train it again" : "remove the run's folder to train it again";
   for (auto& [name, value] : key.options) {
     const std::string* v = nullptr;
@@ -120,16 +119,10 @@ void check_made_with(const std::string& what, const std::string& dir,
       check(!complete, what + " has no option " + name + " (written by another version? " + again + ")");
       continue;  // a checkpoint older than the option
     }
-    if (name == "gate-bias" && *v == "4" && value == "0") {
-      // made before gate bias 0 became AdaPonderLM's default (2026-12-08)
-      std::string label = std::filesystem::path(dir).filename().string();  // a study's <label>_s<seed>, compare's <label>
-      const size_t s = label.rfind("_s");
-      if (s != std::string::npos && s + 2 < label.size() &&
-          label.find_first_not_of("0123456789", s + 2) == std::string::npos)
-        label.resize(s);
-      check(false, what + " was made with --gate-bias 4, the default until 2026-12-08, and this study has 0: to reuse "
-                          "it, add :gate-bias=4:label=" + label + " to the spec (docs/workflow.md, \"When a default changes\")");
-    }
+    // made before gate bias 0 became AdaPonderLM's default (2026-12-08)
+    check(!(name == "gate-bias" && *v == "4" && value == "0"),
+          what + " was made with --gate-bias 4, the default until 2026-12-08, and this study has 0: to reuse it, add "
+                 ":gate-bias=4:label=" + key.label + " to the spec (docs/workflow.md, \"When a default changes\")");
     check(*v == value, what + " was made with --" + name + " " + *v + ", this study has " + value +
                            " (another study's folder? " + again + ")");
   }
@@ -162,12 +155,13 @@ void load_study_record(const std::string& dir, const StudyRecordKey& key, StudyR
                            " (another study's folder? remove the run's record.json to train it again)");
   };
   const std::string rec_spec = text("spec");
-  if (key.label.empty() || rec_spec == key.spec)
+  if (!key.relabelled || rec_spec == key.spec) {
     same("spec", rec_spec, key.spec);
-  else  // relabelled: the record stands for this spec if it was made under the same label
-    check(labelled_spec(rec_spec).label == key.label,
-          jpath + " was made with spec " + rec_spec + " (label " + labelled_spec(rec_spec).label + "), this study has " +
-              key.spec + " (label " + key.label + "; another study's folder?)");
+  } else {  // relabelled: the record stands for this spec if it was made under the same label
+    const std::string rec_label = labelled_spec(rec_spec).label;
+    check(rec_label == key.label, jpath + " was made with spec " + rec_spec + " (label " + rec_label +
+                                      "), this study has " + key.spec + " (label " + key.label + "; another study's folder?)");
+  }
   same("seed", num(number("seed")), num((double)key.seed));
   const Json& opts = field("options");
   check(opts.is(Json::Type::Object), jpath + ": \"options\" is not an object");
@@ -176,10 +170,9 @@ void load_study_record(const std::string& dir, const StudyRecordKey& key, StudyR
     check(v.is(Json::Type::String), jpath + ": option " + name + " is not a string");
     made.push_back({name, v.text});
   }
-  check_made_with(jpath, dir, made, key, true);
+  check_made_with(jpath, made, key, true);
   size_t compared = 0;
-  for (auto& kv : opts.members)
-    compared += std::find(key.ignored.begin(), key.ignored.end(), kv.first) == key.ignored.end();
+  for (auto& kv : made) compared += std::find(key.ignored.begin(), key.ignored.end(), kv.first) == key.ignored.end();
   check(compared == key.options.size(),
         jpath + " has options this study does not know (written by another version? remove the run's record.json to train it again)");
 

@@ -25,10 +25,12 @@ namespace ada {
 // What a record must match to stand for a run of the present study.
 struct StudyRecordKey {
   std::string spec;
-  // The spec's label= part, if it has one: then a record made by any spec of
-  // that label stands for this one (method_spec.h), provided every option
-  // below matches; without it the record's spec must be this spec.
+  // The spec's label (method_spec.h). relabelled: the spec has a label= part,
+  // and then a record made by any spec of that label stands for this one,
+  // provided every option below matches; otherwise the record's spec must be
+  // this spec.
   std::string label;
+  bool relabelled = false;
   long long seed = 0;
   // Every training option that shapes the result (option_values() less
   // out, resume, init-from, threads and the logging and saving cadences).
@@ -44,13 +46,12 @@ struct StudyRecordKey {
 StudyRecordKey study_record_key(const std::string& spec, const TrainOptions& o);
 
 // Throws unless a run was made with the key's options: `made` is what the
-// run recorded (a record's options, or a checkpoint's option.* metadata),
-// `what` names it in the message and dir is the run's folder. complete: every
-// option of the key must be there (a record); otherwise one the run lacks is
-// taken to be newer than the run and skipped (a checkpoint).
-void check_made_with(const std::string& what, const std::string& dir,
-                     const std::vector<std::pair<std::string, std::string>>& made, const StudyRecordKey& key,
-                     bool complete);
+// run recorded (a record's options, or a checkpoint's option.* metadata) and
+// `what` names it in the message. complete: every option of the key must be
+// there (a record); otherwise one the run lacks is taken to be newer than the
+// run and skipped (a checkpoint).
+void check_made_with(const std::string& what, const std::vector<std::pair<std::string, std::string>>& made,
+                     const StudyRecordKey& key, bool complete);
 
 // Writes run (and key) into dir/record.bin and dir/record.json.
 void save_study_record(const std::string& dir, const StudyRecordKey& key, const StudyRun& run);
